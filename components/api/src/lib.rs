@@ -1,0 +1,35 @@
+//! What the unread HTTP functions share. Each function is one small file that
+//! checks the method, authenticates, parses its input with these pieces,
+//! calls the core and renders JSON.
+
+mod auth;
+mod body;
+mod ident;
+mod problem;
+mod render;
+
+pub use auth::{app_principal, service_call};
+pub use body::{json_body, query};
+pub use ident::{Category, Identifier, Seq};
+pub use problem::{Problem, require_method};
+pub use render::{BadgeJson, json};
+
+/// The core contract, imported from the `unread:core` WIT package.
+pub mod core {
+    spin_sdk::wit_bindgen::generate!({
+        runtime_path: "::spin_sdk::wit_bindgen::rt",
+        path: "../../wit",
+        world: "function",
+        generate_all,
+    });
+    pub use unread::core::counts;
+    pub use unread::core::types::*;
+}
+
+/// What a function answers: its JSON, or a problem rendered as an error.
+pub type Answer = Result<spin_sdk::http::Response<render::Body>, Problem>;
+
+/// Renders either side of an [`Answer`] as the HTTP response.
+pub fn respond(answer: Answer) -> spin_sdk::http::Response<render::Body> {
+    answer.unwrap_or_else(Problem::into_response)
+}

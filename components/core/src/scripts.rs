@@ -1,0 +1,47 @@
+//! The Lua scripts, each in its own file, with the shared layout prepended.
+
+use std::sync::LazyLock;
+
+/// One script per call of the contract.
+#[derive(Clone, Copy, Debug)]
+pub enum Script {
+    Touch,
+    MarkRead,
+    List,
+    Badge,
+}
+
+/// A script's full source and the SHA1 that `EVALSHA` names it by.
+pub struct Source {
+    pub text: &'static str,
+    pub sha1: String,
+}
+
+macro_rules! with_layout {
+    ($file:literal) => {
+        concat!(include_str!("lua/layout.lua"), "\n", include_str!($file))
+    };
+}
+
+static TOUCH: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/touch.lua")));
+static MARK_READ: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/mark_read.lua")));
+static LIST: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/list.lua")));
+static BADGE: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/badge.lua")));
+
+impl Source {
+    fn new(text: &'static str) -> Self {
+        Source { text, sha1: sha1_smol::Sha1::from(text).digest().to_string() }
+    }
+}
+
+impl Script {
+    /// The script's source and digest.
+    pub fn source(self) -> &'static Source {
+        match self {
+            Script::Touch => &TOUCH,
+            Script::MarkRead => &MARK_READ,
+            Script::List => &LIST,
+            Script::Badge => &BADGE,
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! `POST /v1/mark-read` (JWT): the user has seen everything up to `seq`.
+
+use serde::Deserialize;
+use spin_sdk::http::{Method, Request};
+use spin_sdk::http_service;
+use unread_api::core::counts;
+use unread_api::{Answer, BadgeJson, Identifier, Seq, app_principal, json, json_body, require_method};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarkRead {
+    conversation: Identifier,
+    seq: Seq,
+}
+
+#[http_service]
+async fn mark_read(request: Request) -> impl spin_sdk::http::IntoResponse {
+    unread_api::respond(handle(request).await)
+}
+
+async fn handle(request: Request) -> Answer {
+    require_method(&request, Method::POST)?;
+    let who = app_principal(&request).await?;
+    let read: MarkRead = json_body(request).await?;
+    let state = counts::mark_read(who, read.conversation.into_string(), read.seq.get()).await?;
+    Ok(json(&serde_json::json!({
+        "conversation": state.conversation,
+        "read_seq": state.read_seq,
+        "unread": state.unread,
+        "badge": BadgeJson::from(state.badge),
+    })))
+}

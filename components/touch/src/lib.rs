@@ -1,0 +1,67 @@
+//! `POST /v1/touch` (service token): a message was stored in a conversation.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use spin_sdk::http::{Method, Request};
+use spin_sdk::http_service;
+use unread_api::core::{Message, counts};
+use unread_api::{Answer, Category, Identifier, Problem, Seq, json, json_body, require_method, service_call};
+
+const MAX_MEMBERS: usize = 500;
+const MAX_PREVIEW: usize = 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Touch {
+    tenant: Identifier,
+    conversation: Identifier,
+    seq: Seq,
+    ts: u64,
+    sender: Option<Identifier>,
+    members: Vec<Identifier>,
+    preview: Box<RawValue>,
+    #[serde(default)]
+    category: Category,
+}
+
+#[http_service]
+async fn touch(request: Request) -> impl spin_sdk::http::IntoResponse {
+    unread_api::respond(handle(request).await)
+}
+
+async fn handle(request: Request) -> Answer {
+    require_method(&request, Method::POST)?;
+    service_call(&request).await?;
+    let touch: Touch = json_body(request).await?;
+    let applied = counts::touch(touch.into_message()?).await?;
+    Ok(json(&serde_json::json!({ "applied": applied })))
+}
+
+impl Touch {
+    fn into_message(self) -> Result<Message, Problem> {
+        if self.members.is_empty() || self.members.len() > MAX_MEMBERS {
+            return Err(Problem::bad_request("invalid_request", format!("members must list 1-{MAX_MEMBERS} users")));
+        }
+        Ok(Message {
+            tenant: self.tenant.into_string(),
+            conversation: self.conversation.into_string(),
+            seq: self.seq.get(),
+            ts: self.ts,
+            sender: self.sender.map(Identifier::into_string),
+            members: self.members.into_iter().map(Identifier::into_string).collect(),
+            preview: compact_object(&self.preview)?,
+            category: self.category.into_string(),
+        })
+    }
+}
+
+/// The preview as compact JSON text: an object of at most 1 KiB.
+fn compact_object(preview: &RawValue) -> Result<String, Problem> {
+    let value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(preview.get())
+        .map_err(|_| Problem::bad_request("invalid_request", "preview must be a JSON object"))?;
+    let text = serde_json::to_string(&value).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
+    if text.len() > MAX_PREVIEW {
+        return Err(Problem::bad_request("preview_too_large", format!("preview must be at most {MAX_PREVIEW} bytes of JSON")));
+    }
+    Ok(text)
+}

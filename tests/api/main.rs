@@ -1,0 +1,7 @@
+//! The API's behaviour, end to end: HTTP → host → composed wasm → Redis.
+
+mod concurrency;
+mod errors;
+mod round_trips;
+mod semantics;
+mod support;

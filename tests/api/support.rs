@@ -1,0 +1,270 @@
+//! Test fixtures: a private redis-server per test, the host serving the
+//! composed components from `target/unread/`, and a small API client.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use unread_host::{HostOptions, InstanceMode, RedisStats, RunningHost};
+
+pub const JWT_SECRET: &str = "test-jwt-secret";
+pub const SERVICE_TOKEN: &str = "test-service-token";
+
+/// A redis-server of this test's own, on a free port; killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    /// The port it listens on (kept across restarts).
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// Starts an empty server on a free port.
+    pub fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = RedisServer { child: None, port };
+        server.restart();
+        server
+    }
+
+    /// Starts (again) on the same port, empty.
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed");
+        self.child = Some(child);
+        for _ in 0..200 {
+            if self.connection().is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+
+    /// `kill -9`: everything it held is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The address the app is configured with.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A direct connection, to look at or corrupt what the app stored.
+    pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+
+    /// Every key, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.connection().unwrap()).unwrap();
+        keys.sort();
+        keys
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The app as a client sees it, served by the host against its own Redis.
+pub struct App {
+    host: Option<RunningHost>,
+    /// The app's Redis.
+    pub redis: RedisServer,
+    http: reqwest::Client,
+    base: String,
+}
+
+/// How an app under test is set up.
+pub struct Setup {
+    pub instances: InstanceMode,
+    pub max_conversations: u32,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { instances: InstanceMode::spin_default(), max_conversations: 100 }
+    }
+}
+
+/// Both ways Spin may run a P3 component.
+pub fn modes() -> [InstanceMode; 2] {
+    [InstanceMode::PerRequest, InstanceMode::spin_default()]
+}
+
+/// An HTTP answer: status, `content-length` header if any, JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_length: Option<usize>,
+    /// How many body bytes arrived.
+    pub length: usize,
+    pub body: Value,
+}
+
+impl App {
+    /// Starts Redis and the host with the default setup.
+    pub async fn start() -> Self {
+        App::with(Setup::default()).await
+    }
+
+    /// Starts Redis and the host with `setup`.
+    pub async fn with(setup: Setup) -> Self {
+        let redis = RedisServer::start();
+        let variables = HashMap::from([
+            ("redis_url".to_string(), redis.url()),
+            ("jwt_secret".to_string(), JWT_SECRET.to_string()),
+            ("service_token".to_string(), SERVICE_TOKEN.to_string()),
+            ("max_conversations".to_string(), setup.max_conversations.to_string()),
+        ]);
+        let host = RunningHost::start(HostOptions {
+            manifest: manifest(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            instances: setup.instances,
+            variables,
+        })
+        .await
+        .expect("the host starts");
+        let base = format!("http://{}", host.local_addr());
+        App { host: Some(host), redis, http: reqwest::Client::new(), base }
+    }
+
+    /// Redis calls made so far through the host.
+    pub fn redis_stats(&self) -> RedisStats {
+        self.host.as_ref().unwrap().redis_stats()
+    }
+
+    /// `POST /v1/touch` with the service token.
+    pub async fn touch(&self, body: Value) -> Answer {
+        self.send("POST", "/v1/touch", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    }
+
+    /// `POST /v1/mark-read` as `user` of `tenant`.
+    pub async fn mark_read(&self, tenant: &str, user: &str, conversation: &str, seq: u64) -> Answer {
+        let body = json!({"conversation": conversation, "seq": seq}).to_string();
+        self.send("POST", "/v1/mark-read", Some(jwt(tenant, user)), Some(body)).await
+    }
+
+    /// `GET /v1/conversations?<query>` as `user` of `tenant`.
+    pub async fn list(&self, tenant: &str, user: &str, query: &str) -> Answer {
+        self.send("GET", &format!("/v1/conversations?{query}"), Some(jwt(tenant, user)), None).await
+    }
+
+    /// `GET /v1/badge` as `user` of `tenant`.
+    pub async fn badge(&self, tenant: &str, user: &str) -> Answer {
+        self.send("GET", "/v1/badge", Some(jwt(tenant, user)), None).await
+    }
+
+    /// Every conversation of the user, following cursors.
+    pub async fn whole_list(&self, tenant: &str, user: &str, page_size: u32) -> Vec<Value> {
+        let mut rows = Vec::new();
+        let mut query = format!("limit={page_size}");
+        loop {
+            let page = self.list(tenant, user, &query).await;
+            assert_eq!(page.status, 200, "{:?}", page.body);
+            rows.extend(page.body["conversations"].as_array().unwrap().iter().cloned());
+            match page.body["next_cursor"].as_str() {
+                Some(cursor) => query = format!("limit={page_size}&cursor={cursor}"),
+                None => return rows,
+            }
+        }
+    }
+
+    /// Any request; `token` goes in `Authorization: Bearer`.
+    pub async fn send(&self, method: &str, path: &str, token: Option<String>, body: Option<String>) -> Answer {
+        self.send_bytes(method, path, token, body.map(String::into_bytes)).await
+    }
+
+    /// Any request with a raw body.
+    pub async fn send_bytes(&self, method: &str, path: &str, token: Option<String>, body: Option<Vec<u8>>) -> Answer {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body);
+        }
+        let response = request.send().await.expect("the host answers");
+        let status = response.status().as_u16();
+        let content_length = response
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let bytes = response.bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+        Answer { status, content_length, length: bytes.len(), body }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        // Shut the host down before its Redis goes away.
+        drop(self.host.take());
+    }
+}
+
+fn manifest() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spin.toml");
+    let built = manifest.parent().unwrap().join("target/unread/touch.wasm");
+    assert!(built.exists(), "components not built: run `cargo run --release -p unread-build` first");
+    manifest
+}
+
+/// An HS256 JWT for `user` of `tenant`, valid for an hour.
+pub fn jwt(tenant: &str, user: &str) -> String {
+    let exp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 3600;
+    signed_jwt(r#"{"alg":"HS256","typ":"JWT"}"#, &json!({"sub": user, "tid": tenant, "exp": exp}), JWT_SECRET)
+}
+
+/// A JWT with any header and claims, signed with `secret`.
+pub fn signed_jwt(header: &str, claims: &Value, secret: &str) -> String {
+    let head = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(claims.to_string()));
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(head.as_bytes());
+    format!("{head}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+}
+
+/// A touch body with the usual fields.
+pub fn message(tenant: &str, conversation: &str, seq: u64, ts: u64, sender: &str, members: &[&str]) -> Value {
+    json!({
+        "tenant": tenant, "conversation": conversation, "seq": seq, "ts": ts, "sender": sender,
+        "members": members, "preview": {"text": format!("message {seq}"), "type": "text"}, "category": "chat",
+    })
+}
+
+/// The user's unread per conversation id, from the whole list.
+pub async fn unread_by_conversation(app: &App, tenant: &str, user: &str) -> HashMap<String, u64> {
+    app.whole_list(tenant, user, 100)
+        .await
+        .iter()
+        .map(|row| (row["id"].as_str().unwrap().to_string(), row["unread"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Checks `badge.total == Σ unread over the list == Σ categories`.
+pub async fn assert_badge_consistent(app: &App, tenant: &str, user: &str) -> u64 {
+    let rows = app.whole_list(tenant, user, 100).await;
+    let list_sum: u64 = rows.iter().map(|r| r["unread"].as_u64().unwrap()).sum();
+    let badge = app.badge(tenant, user).await.body;
+    let total = badge["total"].as_u64().unwrap();
+    let by_category: u64 = badge["categories"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!((total, by_category), (list_sum, list_sum), "badge {badge} vs list {rows:?}");
+    total
+}

@@ -1,0 +1,88 @@
+//! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--variable NAME=VALUE]...`
+//!
+//! Serves the application described by `spin.toml` until Ctrl-C, like `spin up`.
+
+use anyhow::{Context, Result, bail};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use unread_host::{HostOptions, InstanceMode, RunningHost};
+
+const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--variable NAME=VALUE]...";
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run(std::env::args().skip(1).collect()).await {
+        eprintln!("Error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Vec<String>) -> Result<()> {
+    let options = parse_args(&args)?;
+    let host = RunningHost::start(options).await?;
+    print_routes(&host);
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot wait for Ctrl-C")?;
+    let stats = host.redis_stats();
+    host.shutdown().await;
+    println!(
+        "Stopped. Redis: {} open(s), {} command(s).",
+        stats.opens, stats.commands
+    );
+    Ok(())
+}
+
+/// Parses the command line into host options.
+fn parse_args(args: &[String]) -> Result<HostOptions> {
+    let mut args = args.iter();
+    match args.next().map(String::as_str) {
+        Some("up") => {}
+        Some("-h" | "--help") | None => bail!("{USAGE}"),
+        Some(other) => bail!("unknown command {other:?}\n{USAGE}"),
+    }
+    let mut options = HostOptions {
+        manifest: PathBuf::from("spin.toml"),
+        listen: "127.0.0.1:3000".parse()?,
+        instances: InstanceMode::spin_default(),
+        variables: HashMap::new(),
+    };
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .with_context(|| format!("{arg} needs a value\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--listen" => options.listen = parse_listen(value()?)?,
+            "--manifest" | "-f" => options.manifest = PathBuf::from(value()?),
+            "--per-request" => options.instances = InstanceMode::PerRequest,
+            "--variable" => {
+                let (name, val) = value()?
+                    .split_once('=')
+                    .context("--variable expects NAME=VALUE")?;
+                options.variables.insert(name.to_owned(), val.to_owned());
+            }
+            other => bail!("unknown option {other:?}\n{USAGE}"),
+        }
+    }
+    Ok(options)
+}
+
+fn parse_listen(text: &str) -> Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("--listen expects IP:PORT, got {text:?}"))
+}
+
+/// Prints the base URL and routes, in the style of `spin up`.
+fn print_routes(host: &RunningHost) {
+    let base = format!("http://{}", host.local_addr());
+    println!("\nServing {base}");
+    println!("Available Routes:");
+    for route in host.routes() {
+        match route.route.strip_suffix("/...") {
+            Some(prefix) => println!("  {}: {base}{prefix} (wildcard)", route.component),
+            None => println!("  {}: {base}{}", route.component, route.route),
+        }
+    }
+}

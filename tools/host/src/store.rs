@@ -1,0 +1,111 @@
+//! The per-instance store data and the views each host interface gets of it.
+
+use crate::redis::{RedisCtx, RedisView};
+use crate::variables::ComponentVariables;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+
+/// What every store of one component shares: its identity, variables and Redis settings.
+#[derive(Clone)]
+pub struct ComponentContext {
+    /// The component id from the manifest.
+    pub id: String,
+    /// The component's resolved variables.
+    pub variables: Arc<ComponentVariables>,
+    /// The component's Redis permissions and the host's counters.
+    pub redis: RedisCtx,
+    /// Set once the host is shutting down (instances dropped then are not failures).
+    pub host_stopping: Arc<AtomicBool>,
+}
+
+/// The data of one store, i.e. of one component instance.
+pub struct StoreState {
+    table: ResourceTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: DenyOutboundHttp,
+    variables: Arc<ComponentVariables>,
+    redis: RedisCtx,
+}
+
+impl StoreState {
+    /// Fresh state for a new instance of `component`; guest stdout/stderr go to the host's.
+    pub fn new(component: &ComponentContext) -> StoreState {
+        StoreState {
+            table: ResourceTable::new(),
+            wasi: WasiCtxBuilder::new()
+                .inherit_stdout()
+                .inherit_stderr()
+                .build(),
+            http: WasiHttpCtx::new(),
+            hooks: DenyOutboundHttp,
+            variables: component.variables.clone(),
+            redis: component.redis.clone(),
+        }
+    }
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        http_view(self)
+    }
+}
+
+/// The `wasi:http` view of a store.
+pub fn http_view(state: &mut StoreState) -> WasiHttpCtxView<'_> {
+    WasiHttpCtxView {
+        hooks: &mut state.hooks,
+        table: &mut state.table,
+        ctx: &mut state.http,
+    }
+}
+
+/// The `spin:redis` view of a store.
+pub fn redis_view(state: &mut StoreState) -> RedisView<'_> {
+    RedisView {
+        table: &mut state.table,
+        ctx: &state.redis,
+    }
+}
+
+/// The `spin:variables` view of a store.
+pub fn variables_view(state: &mut StoreState) -> &ComponentVariables {
+    &state.variables
+}
+
+/// `wasi:http` hooks that refuse outbound HTTP: none of our components is allowed any.
+struct DenyOutboundHttp;
+
+impl WasiHttpHooks for DenyOutboundHttp {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = wasmtime_wasi_http::Result<(
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+                )>,
+            > + Send,
+    > {
+        eprintln!(
+            "unread-host: outbound HTTP to {} denied (not in allowed_outbound_hosts)",
+            request.uri()
+        );
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
