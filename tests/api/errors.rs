@@ -126,7 +126,7 @@ async fn wrong_methods_and_unknown_routes() {
 
 #[tokio::test]
 async fn redis_unreachable_is_a_503() {
-    let mut app = App::start().await;
+    let app = App::start().await;
     app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
     app.redis.kill();
     let token = Some(jwt("acme", "u2"));

@@ -2,6 +2,9 @@
 
 mod concurrency;
 mod errors;
+mod history;
 mod round_trips;
 mod semantics;
+mod store;
 mod support;
+mod truth;

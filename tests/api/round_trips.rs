@@ -74,7 +74,7 @@ async fn scripts_are_reloaded_once_after_redis_forgot_them() {
 
 #[tokio::test]
 async fn a_broken_cached_connection_is_replaced_within_the_request() {
-    let mut app = App::start().await;
+    let app = App::start().await;
     every_call(&app, 1).await;
     app.redis.kill();
     app.redis.restart();

@@ -19,7 +19,7 @@ pub const SERVICE_TOKEN: &str = "test-service-token";
 
 /// A redis-server of this test's own, on a free port; killed on drop.
 pub struct RedisServer {
-    child: Option<Child>,
+    child: std::sync::Mutex<Option<Child>>,
     /// The port it listens on (kept across restarts).
     pub port: u16,
 }
@@ -28,19 +28,19 @@ impl RedisServer {
     /// Starts an empty server on a free port.
     pub fn start() -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut server = RedisServer { child: None, port };
+        let server = RedisServer { child: std::sync::Mutex::new(None), port };
         server.restart();
         server
     }
 
     /// Starts (again) on the same port, empty.
-    pub fn restart(&mut self) {
+    pub fn restart(&self) {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed");
-        self.child = Some(child);
+        *self.child.lock().unwrap() = Some(child);
         for _ in 0..200 {
             if self.connection().is_ok() {
                 return;
@@ -51,8 +51,8 @@ impl RedisServer {
     }
 
     /// `kill -9`: everything it held is gone.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
+    pub fn kill(&self) {
+        if let Some(mut child) = self.child.lock().unwrap().take() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -95,11 +95,13 @@ pub struct App {
 pub struct Setup {
     pub instances: InstanceMode,
     pub max_conversations: u32,
+    /// The SQL message store; None: cache-only.
+    pub sql_url: Option<String>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { instances: InstanceMode::spin_default(), max_conversations: 100 }
+        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None }
     }
 }
 
@@ -132,6 +134,8 @@ impl App {
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
             ("max_conversations".to_string(), setup.max_conversations.to_string()),
+            ("sql_host".to_string(), setup.sql_url.as_deref().map(server_of).unwrap_or_default()),
+            ("sql_url".to_string(), setup.sql_url.unwrap_or_default()),
         ]);
         let host = RunningHost::start(HostOptions {
             manifest: manifest(),
@@ -169,6 +173,35 @@ impl App {
     /// `GET /v1/badge` as `user` of `tenant`.
     pub async fn badge(&self, tenant: &str, user: &str) -> Answer {
         self.send("GET", "/v1/badge", Some(jwt(tenant, user)), None).await
+    }
+
+    /// `POST /v1/admin/reconcile` with the service token.
+    pub async fn reconcile(&self, body: Value) -> Answer {
+        self.send("POST", "/v1/admin/reconcile", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    }
+
+    /// Reconciles every user of `tenant`, following cursors; the summed report.
+    pub async fn reconcile_all(&self, tenant: &str) -> Value {
+        let mut total = json!({"checked": 0, "drifted": 0, "fixed": 0, "max_drift": 0});
+        let mut cursor = Value::Null;
+        loop {
+            let answer = self.reconcile(json!({"tenant": tenant, "cursor": cursor})).await;
+            assert_eq!(answer.status, 200, "{:?}", answer.body);
+            for field in ["checked", "drifted", "fixed"] {
+                total[field] = json!(total[field].as_u64().unwrap() + answer.body[field].as_u64().unwrap());
+            }
+            total["max_drift"] = json!(total["max_drift"].as_u64().unwrap().max(answer.body["max_drift"].as_u64().unwrap()));
+            cursor = answer.body["next_cursor"].clone();
+            if cursor.is_null() {
+                return total;
+            }
+        }
+    }
+
+    /// `POST /v1/admin/conversations/{id}/delete` with the service token.
+    pub async fn delete_conversation(&self, tenant: &str, conversation: &str, members: &[&str]) -> Answer {
+        let body = json!({"tenant": tenant, "members": members}).to_string();
+        self.send("POST", &format!("/v1/admin/conversations/{conversation}/delete"), Some(SERVICE_TOKEN.to_string()), Some(body)).await
     }
 
     /// Every conversation of the user, following cursors.
@@ -218,6 +251,13 @@ impl Drop for App {
         // Shut the host down before its Redis goes away.
         drop(self.host.take());
     }
+}
+
+/// `scheme://host:port` of a connection URL: what allowed_outbound_hosts takes.
+fn server_of(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    format!("{scheme}://{}", rest.split('/').next().unwrap())
 }
 
 fn manifest() -> PathBuf {

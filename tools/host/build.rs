@@ -14,12 +14,14 @@ use std::process::Command;
 /// The spin-sdk major version whose WIT we bind to.
 const SPIN_SDK_MAJOR: &str = "7.";
 
-/// The world the host implements: only the Spin interfaces our components import.
+/// The world the host implements: the Spin interfaces it provides to components.
 const HOST_WORLD: &str = "package unread:host;
 
 world spin-imports {
     import spin:redis/redis@3.0.0;
     import spin:variables/variables@3.0.0;
+    import spin:mysql/mysql@3.0.0;
+    import spin:postgres/postgres@4.2.0;
 }
 ";
 
@@ -114,6 +116,18 @@ fn locate_in_cargo_home() -> Option<PathBuf> {
     candidates.into_iter().max()
 }
 
+/// The `imports` rules of the WIT functions that are not `async`: they run
+/// with the store borrowed for the whole call, so they are plain (`async` only
+/// where they do I/O) methods on the capability's view instead of `...WithStore`
+/// functions. Every other function is `async | store`.
+const SYNC_IMPORTS: &str = "        \"spin:postgres/postgres.[static]connection.open\": async | trappable,
+        \"spin:postgres/postgres.[method]connection.query\": async | trappable,
+        \"spin:postgres/postgres.[method]connection.execute\": async | trappable,
+        \"spin:postgres/postgres.[constructor]connection-builder\": trappable,
+        \"spin:postgres/postgres.[method]connection-builder.set-ca-root\": trappable,
+        \"spin:postgres/postgres.[method]connection-builder.build\": async | trappable,
+";
+
 /// The text of the generated bindings file.
 fn render_bindgen(wit_dir: &Path) -> String {
     let path = wit_dir.to_str().expect("spin-sdk WIT path is not UTF-8");
@@ -123,9 +137,13 @@ fn render_bindgen(wit_dir: &Path) -> String {
              path: {path:?},\n    \
              inline: {HOST_WORLD:?},\n    \
              with: {{\n        \
-                 \"spin:redis/redis.connection\": crate::redis::RedisConnection,\n    \
+                 \"spin:redis/redis.connection\": crate::redis::RedisConnection,\n        \
+                 \"spin:mysql/mysql.connection\": crate::mysql::MysqlConnection,\n        \
+                 \"spin:postgres/postgres.connection\": crate::postgres::PgConnection,\n        \
+                 \"spin:postgres/postgres.connection-builder\": crate::postgres::PgConnectionBuilder,\n    \
              }},\n    \
-             imports: {{ default: async | store | trappable }},\n\
+             imports: {{\n{SYNC_IMPORTS}        default: async | store | trappable,\n    \
+             }},\n\
          }});\n"
     )
 }

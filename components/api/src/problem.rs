@@ -49,6 +49,7 @@ impl From<CoreError> for Problem {
             CoreError::Conflict(message) => Problem::new(StatusCode::CONFLICT, "conflict", message),
             CoreError::Invalid(message) => Problem::bad_request("invalid_request", message),
             CoreError::Unavailable(message) => Problem::unavailable(message),
+            CoreError::NoSqlStore(message) => Problem::new(StatusCode::CONFLICT, "no_sql_store", message),
         }
     }
 }

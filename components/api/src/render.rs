@@ -27,16 +27,26 @@ pub fn json_with_status(status: StatusCode, value: &impl Serialize) -> Response<
     response
 }
 
-/// The badge as the API shows it: `{"total": n, "categories": {"chat": n}}`.
+/// The badge as the API shows it: `{"total": n, "categories": {"chat": n}}`,
+/// plus `"degraded"` where the badge is the whole answer.
 #[derive(Serialize)]
 pub struct BadgeJson {
     total: u64,
     categories: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    degraded: Option<bool>,
 }
 
-impl From<AppBadge> for BadgeJson {
-    fn from(badge: AppBadge) -> Self {
+impl BadgeJson {
+    /// The badge inside a larger answer (which says `degraded` itself).
+    pub fn nested(badge: AppBadge) -> Self {
         let categories = badge.categories.into_iter().map(|c| (c.category, c.unread.into())).collect();
-        BadgeJson { total: badge.total, categories }
+        BadgeJson { total: badge.total, categories, degraded: None }
+    }
+
+    /// The badge as a whole answer.
+    pub fn answer(badge: AppBadge) -> Self {
+        let degraded = Some(badge.degraded);
+        BadgeJson { degraded, ..BadgeJson::nested(badge) }
     }
 }

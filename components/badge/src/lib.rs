@@ -14,5 +14,5 @@ async fn handle(request: Request) -> Answer {
     require_method(&request, Method::GET)?;
     let who = app_principal(&request).await?;
     query(&request, &[])?;
-    Ok(json(&BadgeJson::from(counts::badge(who).await?)))
+    Ok(json(&BadgeJson::answer(counts::badge(who).await?)))
 }

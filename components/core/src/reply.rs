@@ -4,6 +4,15 @@ use spin_sdk::redis::RedisResult;
 
 use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation, Error, Page, ReadState};
 
+/// What a read gives when a SQL store backs Redis.
+pub enum Loaded<T> {
+    /// The user's state was in Redis.
+    Ready(T),
+    /// It was not (never loaded, or Redis lost it); the state's version, for
+    /// a rebuild that must not overwrite a newer change.
+    Miss(String),
+}
+
 /// Reads a flat reply front to back.
 struct Reply(std::vec::IntoIter<RedisResult>);
 
@@ -22,19 +31,20 @@ impl Reply {
     }
 
     fn number(&mut self) -> Result<u64, Error> {
-        match self.0.next() {
-            Some(RedisResult::Int64(n)) => u64::try_from(n).map_err(|_| malformed()),
-            Some(RedisResult::Binary(bytes)) => std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .ok_or_else(malformed),
-            _ => Err(malformed()),
-        }
+        u64::try_from(self.signed()?).map_err(|_| malformed())
     }
 
     /// The status word every script starts with.
     fn status(&mut self) -> Result<String, Error> {
         self.text()
+    }
+
+    /// Reads the status; a `miss` carries the state's version.
+    fn loaded<T>(&mut self, ready: impl FnOnce(&mut Self) -> Result<T, Error>) -> Result<Loaded<T>, Error> {
+        match self.status()?.as_str() {
+            "miss" => Ok(Loaded::Miss(self.text()?)),
+            _ => ready(self).map(Loaded::Ready),
+        }
     }
 
     fn badge(&mut self) -> Result<AppBadge, Error> {
@@ -44,13 +54,9 @@ impl Reply {
             let category = self.text()?;
             // A category field may hold 0 while it still has conversations.
             let unread = self.signed()?.max(0) as u64;
-            if unread > 0 {
-                categories.push(CategoryUnread { category, unread });
-            }
+            categories.push(CategoryUnread { category, unread });
         }
-        categories.sort_by(|a, b| a.category.cmp(&b.category));
-        let total = categories.iter().map(|c| c.unread).sum();
-        Ok(AppBadge { total, categories })
+        Ok(badge_of(categories, false))
     }
 
     fn signed(&mut self) -> Result<i64, Error> {
@@ -75,7 +81,16 @@ impl Reply {
     }
 }
 
-fn malformed() -> Error {
+/// The badge of per-category sums: `total` is their sum.
+pub fn badge_of(mut categories: Vec<CategoryUnread>, degraded: bool) -> AppBadge {
+    categories.retain(|c| c.unread > 0);
+    categories.sort_by(|a, b| a.category.cmp(&b.category));
+    let total = categories.iter().map(|c| c.unread).sum();
+    AppBadge { total, categories, degraded }
+}
+
+/// A script answered something it never sends.
+pub fn malformed() -> Error {
     Error::Unavailable("redis: unexpected script reply".into())
 }
 
@@ -95,29 +110,70 @@ pub fn touch(values: Vec<RedisResult>) -> Result<bool, Error> {
     }
 }
 
-/// `{'ok'|'early', read_seq, unread, badge...}`.
-pub fn read_state(conversation: String, values: Vec<RedisResult>) -> Result<ReadState, Error> {
-    let mut reply = Reply::new(values);
-    reply.status()?;
-    let read_seq = reply.number()?;
-    let unread = reply.number()?;
-    Ok(ReadState { conversation, read_seq, unread, badge: reply.badge()? })
+/// `{'ok'|'early', read_seq, unread, badge...}` or a miss.
+pub fn read_state(conversation: String, values: Vec<RedisResult>) -> Result<Loaded<ReadState>, Error> {
+    Reply::new(values).loaded(|reply| {
+        let read_seq = reply.number()?;
+        let unread = reply.number()?;
+        Ok(ReadState { conversation, read_seq, unread, badge: reply.badge()? })
+    })
 }
 
-/// `{'ok', next_cursor, badge..., count, rows...}`.
-pub fn page(values: Vec<RedisResult>) -> Result<Page, Error> {
-    let mut reply = Reply::new(values);
-    reply.status()?;
-    let next_cursor = Some(reply.text()?).filter(|c| !c.is_empty());
-    let badge = reply.badge()?;
-    let count = reply.number()?;
-    let conversations = (0..count).map(|_| reply.conversation()).collect::<Result<_, _>>()?;
-    Ok(Page { conversations, next_cursor, badge })
+/// `{'ok', next_cursor, badge..., count, rows...}` or a miss.
+pub fn page(values: Vec<RedisResult>) -> Result<Loaded<Page>, Error> {
+    Reply::new(values).loaded(|reply| {
+        let next_cursor = Some(reply.text()?).filter(|c| !c.is_empty());
+        let badge = reply.badge()?;
+        let count = reply.number()?;
+        let conversations = (0..count).map(|_| reply.conversation()).collect::<Result<_, _>>()?;
+        Ok(Page { conversations, next_cursor, badge })
+    })
 }
 
-/// `{'ok', badge...}`.
-pub fn badge_only(values: Vec<RedisResult>) -> Result<AppBadge, Error> {
+/// `{'ok', badge...}` or a miss.
+pub fn badge_only(values: Vec<RedisResult>) -> Result<Loaded<AppBadge>, Error> {
+    Reply::new(values).loaded(|reply| reply.badge())
+}
+
+/// A single count.
+pub fn count(values: Vec<RedisResult>) -> Result<u32, Error> {
+    let n = Reply::new(values).number()?;
+    u32::try_from(n).map_err(|_| malformed())
+}
+
+/// One version per user asked for.
+pub fn versions(values: Vec<RedisResult>) -> Result<Vec<String>, Error> {
     let mut reply = Reply::new(values);
-    reply.status()?;
-    reply.badge()
+    let mut versions = Vec::new();
+    while reply.0.len() > 0 {
+        versions.push(reply.text()?);
+    }
+    Ok(versions)
+}
+
+/// What the rebuild script did for one user.
+pub struct Rebuilt {
+    pub user: String,
+    /// False when the user's state moved since the truth was read.
+    pub done: bool,
+    pub drifted: bool,
+    pub max_drift: u64,
+    /// (conversation or `badge:<category>`, unread in Redis, unread in truth)
+    pub drifts: Vec<(String, u64, u64)>,
+}
+
+/// Per user: user, 'ok'|'moved', drifted, max drift, n, n × (what, redis, truth).
+pub fn rebuilt(values: Vec<RedisResult>) -> Result<Vec<Rebuilt>, Error> {
+    let mut reply = Reply::new(values);
+    let mut users = Vec::new();
+    while reply.0.len() > 0 {
+        let user = reply.text()?;
+        let done = reply.status()? == "ok";
+        let drifted = reply.number()? == 1;
+        let max_drift = reply.number()?;
+        let n = reply.number()?;
+        let drifts = (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+        users.push(Rebuilt { user, done, drifted, max_drift, drifts });
+    }
+    Ok(users)
 }

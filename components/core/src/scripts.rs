@@ -9,6 +9,9 @@ pub enum Script {
     MarkRead,
     List,
     Badge,
+    Versions,
+    Rebuild,
+    Delete,
 }
 
 /// A script's full source and the SHA1 that `EVALSHA` names it by.
@@ -27,6 +30,9 @@ static TOUCH: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/
 static MARK_READ: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/mark_read.lua")));
 static LIST: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/list.lua")));
 static BADGE: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/badge.lua")));
+static VERSIONS: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/versions.lua")));
+static REBUILD: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/rebuild.lua")));
+static DELETE: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/delete.lua")));
 
 impl Source {
     fn new(text: &'static str) -> Self {
@@ -42,6 +48,9 @@ impl Script {
             Script::MarkRead => &MARK_READ,
             Script::List => &LIST,
             Script::Badge => &BADGE,
+            Script::Versions => &VERSIONS,
+            Script::Rebuild => &REBUILD,
+            Script::Delete => &DELETE,
         }
     }
 }

@@ -36,7 +36,8 @@ async fn handle(request: Request) -> Answer {
     Ok(json(&serde_json::json!({
         "conversations": rows,
         "next_cursor": page.next_cursor,
-        "badge": BadgeJson::from(page.badge),
+        "degraded": page.badge.degraded,
+        "badge": BadgeJson::nested(page.badge),
     })))
 }
 

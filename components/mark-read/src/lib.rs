@@ -27,6 +27,7 @@ async fn handle(request: Request) -> Answer {
         "conversation": state.conversation,
         "read_seq": state.read_seq,
         "unread": state.unread,
-        "badge": BadgeJson::from(state.badge),
+        "degraded": state.badge.degraded,
+        "badge": BadgeJson::nested(state.badge),
     })))
 }

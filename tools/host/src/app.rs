@@ -4,7 +4,9 @@ use crate::HostOptions;
 use crate::engine;
 use crate::instances;
 use crate::manifest::Manifest;
+use crate::mysql::MysqlCtx;
 use crate::outbound::AllowedHosts;
+use crate::postgres::PgCtx;
 use crate::redis::{RedisCounters, RedisCtx};
 use crate::routes::Router;
 use crate::server::App;
@@ -50,23 +52,36 @@ pub async fn load(
 }
 
 /// Resolves every component's variables and outbound permissions.
+///
+/// Templated `allowed_outbound_hosts` are validated with the manifest defaults
+/// (as Spin does when loading) and resolved with `app_variables`.
 fn component_contexts(
     manifest: &Manifest,
     app_variables: &AppVariables,
     counters: &Arc<RedisCounters>,
     host_stopping: &Arc<AtomicBool>,
 ) -> Result<HashMap<String, ComponentContext>> {
+    let defaults = AppVariables::defaults_only(&manifest.variables);
     let mut contexts = HashMap::new();
     for (id, decl) in &manifest.component {
         let variables = ComponentVariables::resolve(id, &decl.variables, app_variables)?;
-        let allowed_hosts = AllowedHosts::resolve(id, &decl.allowed_outbound_hosts, app_variables)?;
+        let allowed_hosts = Arc::new(AllowedHosts::resolve(
+            id,
+            &decl.allowed_outbound_hosts,
+            app_variables,
+            &defaults,
+        )?);
         let context = ComponentContext {
             id: id.clone(),
             variables: Arc::new(variables),
             redis: RedisCtx {
-                allowed_hosts: Arc::new(allowed_hosts),
+                allowed_hosts: allowed_hosts.clone(),
                 counters: counters.clone(),
             },
+            mysql: MysqlCtx {
+                allowed_hosts: allowed_hosts.clone(),
+            },
+            postgres: PgCtx { allowed_hosts },
             host_stopping: host_stopping.clone(),
         };
         contexts.insert(id.clone(), context);

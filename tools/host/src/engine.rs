@@ -1,6 +1,8 @@
 //! The wasmtime engine, the linker with every interface our components import,
 //! and compilation of component files.
 
+use crate::mysql::MysqlHost;
+use crate::postgres::PgHost;
 use crate::redis::RedisHost;
 use crate::store::{self, StoreState};
 use crate::variables::VariablesHost;
@@ -37,7 +39,8 @@ pub fn shared_engine() -> Result<Engine> {
     Ok(ENGINE.get_or_init(|| engine).clone())
 }
 
-/// A linker providing WASI 0.2 (async) and 0.3, `wasi:http` 0.3, `spin:redis` and `spin:variables`.
+/// A linker providing WASI 0.2 (async) and 0.3, `wasi:http` 0.3, `spin:redis`,
+/// `spin:mysql`, `spin:postgres` and `spin:variables`.
 pub fn build_linker(engine: &Engine) -> Result<Linker<StoreState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -50,6 +53,16 @@ pub fn build_linker(engine: &Engine) -> Result<Linker<StoreState>> {
         store::redis_view,
     )
     .context_for(|| "linking spin:redis".into())?;
+    crate::bindings::spin::mysql::mysql::add_to_linker::<StoreState, MysqlHost>(
+        &mut linker,
+        store::mysql_view,
+    )
+    .context_for(|| "linking spin:mysql".into())?;
+    crate::bindings::spin::postgres::postgres::add_to_linker::<StoreState, PgHost>(
+        &mut linker,
+        store::postgres_view,
+    )
+    .context_for(|| "linking spin:postgres".into())?;
     crate::bindings::spin::variables::variables::add_to_linker::<StoreState, VariablesHost>(
         &mut linker,
         store::variables_view,

@@ -2,7 +2,8 @@
 //!
 //! It loads `spin.toml`, serves the HTTP triggers over HTTP/1.1 and implements
 //! the host interfaces our Spin 4.1 / spin-sdk 7 components import: WASI 0.2
-//! and 0.3, `wasi:http@0.3.0`, `spin:redis/redis@3.0.0` and
+//! and 0.3, `wasi:http@0.3.0`, `spin:redis/redis@3.0.0`,
+//! `spin:mysql/mysql@3.0.0`, `spin:postgres/postgres@4.2.0` and
 //! `spin:variables/variables@3.0.0`, behaving as Spin 4.1 does.
 //!
 //! ```no_run
@@ -24,13 +25,17 @@
 
 mod app;
 mod bindings;
+mod capability;
 mod engine;
 mod instances;
 mod manifest;
+mod mysql;
 mod outbound;
+mod postgres;
 mod redis;
 mod routes;
 mod server;
+mod sql;
 mod store;
 mod variables;
 

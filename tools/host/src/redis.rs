@@ -7,12 +7,13 @@
 use crate::bindings::spin::redis::redis::{
     self as wit, Error as RedisError, HostConnectionWithStore, Payload, RedisParameter, RedisResult,
 };
-use crate::outbound::AllowedHosts;
+use crate::capability::{CapabilityHost, CapabilityView};
+use crate::outbound::{AllowedHosts, Denied};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use wasmtime::component::{Accessor, HasData, Resource, ResourceTable};
+use wasmtime::component::{Accessor, Resource};
 
 /// Cumulative Redis activity of all instances of a host.
 #[derive(Debug, Default)]
@@ -57,23 +58,11 @@ pub struct RedisCtx {
     pub counters: Arc<RedisCounters>,
 }
 
-/// The view of the store the Redis host works with.
-pub struct RedisView<'a> {
-    /// Where connection resources live.
-    pub table: &'a mut ResourceTable,
-    /// The component's Redis settings.
-    pub ctx: &'a RedisCtx,
-}
+/// [`HasData`](wasmtime::component::HasData) marker for the `spin:redis` host.
+pub type RedisHost = CapabilityHost<RedisCtx>;
 
-/// [`HasData`] marker for the `spin:redis` host.
-pub struct RedisHost;
-
-impl HasData for RedisHost {
-    type Data<'a> = RedisView<'a>;
-}
-
-impl wit::Host for RedisView<'_> {}
-impl wit::HostConnection for RedisView<'_> {}
+impl wit::Host for CapabilityView<'_, RedisCtx> {}
+impl wit::HostConnection for CapabilityView<'_, RedisCtx> {}
 
 type Reply<T> = wasmtime::Result<Result<T, RedisError>>;
 
@@ -83,14 +72,10 @@ impl RedisHost {
         accessor: &Accessor<T, Self>,
         connection: &Resource<RedisConnection>,
     ) -> Result<(MultiplexedConnection, Arc<RedisCounters>), RedisError> {
-        accessor.with(|mut access| {
-            let view = access.get();
-            let counters = view.ctx.counters.clone();
-            match view.table.get(connection) {
-                Ok(held) => Ok((held.conn.clone(), counters)),
-                Err(e) => Err(RedisError::Other(format!("unknown redis connection: {e}"))),
-            }
-        })
+        let counters = Self::settings(accessor).counters;
+        let conn = Self::read(accessor, connection, |held| held.conn.clone())
+            .ok_or_else(|| RedisError::Other("unknown redis connection".to_owned()))?;
+        Ok((conn, counters))
     }
 
     /// Runs `call` against the connection, counting one command.
@@ -116,13 +101,12 @@ async fn open_connection(
     address: &str,
     allowed_hosts: &AllowedHosts,
 ) -> Result<RedisConnection, RedisError> {
-    if !allowed_hosts.allows(address, "redis") {
-        eprintln!(
-            "unread-host: a component tried to open redis {address:?}, which its \
-             allowed_outbound_hosts do not permit"
-        );
-        return Err(RedisError::InvalidAddress);
-    }
+    allowed_hosts
+        .permit(address, "redis")
+        .map_err(|denied| match denied {
+            Denied::NotAllowed => RedisError::InvalidAddress,
+            Denied::CheckFailed(reason) => RedisError::Other(reason),
+        })?;
     let client = redis::Client::open(address).map_err(|_| RedisError::InvalidAddress)?;
     let conn = client
         .get_multiplexed_async_connection()
@@ -141,22 +125,19 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         accessor: &Accessor<T, Self>,
         rep: Resource<RedisConnection>,
     ) -> wasmtime::Result<()> {
-        accessor.with(|mut access| access.get().table.delete(rep))?;
-        Ok(())
+        Self::delete(accessor, rep)
     }
 
     async fn open(
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> Reply<Resource<RedisConnection>> {
-        let ctx = accessor.with(|mut access| access.get().ctx.clone());
+        let ctx = Self::settings(accessor);
         ctx.counters.count_open();
-        let opened = match open_connection(&address, &ctx.allowed_hosts).await {
-            Ok(opened) => opened,
-            Err(e) => return Ok(Err(e)),
-        };
-        let resource = accessor.with(|mut access| access.get().table.push(opened))?;
-        Ok(Ok(resource))
+        match open_connection(&address, &ctx.allowed_hosts).await {
+            Ok(opened) => Ok(Ok(Self::push(accessor, opened)?)),
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     async fn publish(

@@ -1,6 +1,9 @@
 //! The per-instance store data and the views each host interface gets of it.
 
-use crate::redis::{RedisCtx, RedisView};
+use crate::capability::CapabilityView;
+use crate::mysql::MysqlCtx;
+use crate::postgres::PgCtx;
+use crate::redis::RedisCtx;
 use crate::variables::ComponentVariables;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -8,7 +11,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-/// What every store of one component shares: its identity, variables and Redis settings.
+/// What every store of one component shares: its identity, variables and
+/// outbound capability settings.
 #[derive(Clone)]
 pub struct ComponentContext {
     /// The component id from the manifest.
@@ -17,6 +21,10 @@ pub struct ComponentContext {
     pub variables: Arc<ComponentVariables>,
     /// The component's Redis permissions and the host's counters.
     pub redis: RedisCtx,
+    /// The component's MySQL permissions.
+    pub mysql: MysqlCtx,
+    /// The component's PostgreSQL permissions.
+    pub postgres: PgCtx,
     /// Set once the host is shutting down (instances dropped then are not failures).
     pub host_stopping: Arc<AtomicBool>,
 }
@@ -29,6 +37,8 @@ pub struct StoreState {
     hooks: DenyOutboundHttp,
     variables: Arc<ComponentVariables>,
     redis: RedisCtx,
+    mysql: MysqlCtx,
+    postgres: PgCtx,
 }
 
 impl StoreState {
@@ -44,6 +54,8 @@ impl StoreState {
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
             redis: component.redis.clone(),
+            mysql: component.mysql.clone(),
+            postgres: component.postgres.clone(),
         }
     }
 }
@@ -73,10 +85,26 @@ pub fn http_view(state: &mut StoreState) -> WasiHttpCtxView<'_> {
 }
 
 /// The `spin:redis` view of a store.
-pub fn redis_view(state: &mut StoreState) -> RedisView<'_> {
-    RedisView {
+pub fn redis_view(state: &mut StoreState) -> CapabilityView<'_, RedisCtx> {
+    CapabilityView {
         table: &mut state.table,
         ctx: &state.redis,
+    }
+}
+
+/// The `spin:mysql` view of a store.
+pub fn mysql_view(state: &mut StoreState) -> CapabilityView<'_, MysqlCtx> {
+    CapabilityView {
+        table: &mut state.table,
+        ctx: &state.mysql,
+    }
+}
+
+/// The `spin:postgres` view of a store.
+pub fn postgres_view(state: &mut StoreState) -> CapabilityView<'_, PgCtx> {
+    CapabilityView {
+        table: &mut state.table,
+        ctx: &state.postgres,
     }
 }
 

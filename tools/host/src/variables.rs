@@ -84,6 +84,13 @@ impl Template {
         Ok(Template { parts })
     }
 
+    /// Whether the template has no `{{ variable }}` expressions.
+    pub fn is_literal(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|part| matches!(part, TemplatePart::Literal(_)))
+    }
+
     /// The names of the variables the template refers to.
     #[cfg(test)]
     pub fn referenced_variables(&self) -> impl Iterator<Item = &str> {
@@ -151,6 +158,18 @@ impl AppVariables {
             );
         }
         Ok(AppVariables { values })
+    }
+
+    /// Only the manifest defaults (variables without one have no value).
+    ///
+    /// Spin validates templated `allowed_outbound_hosts` entries with these
+    /// when it loads the application, before any provider is consulted.
+    pub fn defaults_only(decls: &BTreeMap<String, VariableDecl>) -> AppVariables {
+        let values = decls
+            .iter()
+            .filter_map(|(name, decl)| Some((name.clone(), decl.default.clone()?)))
+            .collect();
+        AppVariables { values }
     }
 
     /// Resolves with the process environment as the environment provider.
@@ -336,6 +355,21 @@ mod tests {
         assert_eq!(render("{{host}}"), "h");
         assert_eq!(render("redis://{{ host }}:1/{{ host }}"), "redis://h:1/h");
         assert_eq!(render(""), "");
+    }
+
+    #[test]
+    fn literal_templates() {
+        assert!(Template::parse("mysql://h:1").unwrap().is_literal());
+        assert!(Template::parse("").unwrap().is_literal());
+        assert!(!Template::parse("mysql://{{ h }}").unwrap().is_literal());
+    }
+
+    #[test]
+    fn defaults_only_ignores_providers_and_required_variables() {
+        let decls = decls(&[("a", Some("1"), false), ("b", None, true)]);
+        let app = AppVariables::defaults_only(&decls);
+        assert_eq!(app.get("a"), Some("1"));
+        assert_eq!(app.get("b"), None);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 --   un:v1:{T:U}:early        hash  conversation -> read cursor recorded before its first touch
 --   un:v1:{T:U}:c:C:list     zset  conversation -> score (ts * 1000 + seq mod 1000)
 --   un:v1:{T:U}:c:C:conv     hash  conversation -> "last_seq:read_seq:preview-json"
+--   un:v1:{T:U}:meta         hash  v: version, bumped by every change of the user's state;
+--                                  loaded: set once the state was (re)built from the SQL store
 --
 -- Numbers above 1e14 lose digits through Lua's tostring, so every number that
 -- goes back to Redis is formatted with int().
@@ -44,6 +46,26 @@ end
 local function decode_state(value)
   local last, read, preview = string.match(value, '^(%d+):(%d+):(.*)$')
   return tonumber(last), tonumber(read), preview
+end
+
+-- Every change of a user's state bumps its version, so that a rebuild from
+-- SQL can tell whether the state moved since it read the truth.
+local function bump(p)
+  redis.call('HINCRBY', p .. 'meta', 'v', 1)
+end
+
+local function version(p)
+  return redis.call('HGET', p .. 'meta', 'v') or '0'
+end
+
+-- With a SQL store, a user whose state was never loaded (new, or Redis lost
+-- it) is a miss: the caller answers from SQL and rebuilds. Returns the miss
+-- reply, or nil when the state can be used.
+local function miss(p, require_loaded)
+  if require_loaded == '1' and not redis.call('HGET', p .. 'meta', 'loaded') then
+    return {'miss', version(p)}
+  end
+  return nil
 end
 
 -- Flat badge reply: count of categories, then category, unread pairs.

@@ -1,10 +1,12 @@
 -- One page of the user's conversations, newest first across categories, and
 -- the badge. ARGV: tenant, user, limit, cursor score ('' for the first page),
--- cursor conversation. Order is (score desc, conversation desc): a total
+-- cursor conversation, require_loaded ('1' with a SQL store). Order is (score desc, conversation desc): a total
 -- order, so paging returns every conversation exactly once while nothing
 -- changes.
 
 local p = user_prefix(ARGV[1], ARGV[2])
+local missed = miss(p, ARGV[6])
+if missed then return missed end
 local limit = tonumber(ARGV[3])
 local after_score, after_conv = tonumber(ARGV[4]), ARGV[5]
 

@@ -44,6 +44,7 @@ local function touch_member(member)
   local value = redis.call('HGET', conv_key(p, category), conv)
   if not value then
     add_conversation(p, read_floor)
+    bump(p)
     return true
   end
   local last, read, shown = decode_state(value)
@@ -56,6 +57,7 @@ local function touch_member(member)
   redis.call('HSET', conv_key(p, category), conv, encode_state(new_last, new_read, shown))
   local delta = unread(new_last, new_read) - unread(last, read)
   if delta ~= 0 then redis.call('HINCRBY', p .. 'badge', category, int(delta)) end
+  bump(p)
   return true
 end
 

@@ -1,0 +1,48 @@
+//! `POST /v1/admin/reconcile` (service token): compares users' Redis state
+//! with the truth in the SQL store and rewrites what differs. Either
+//! `{"tenant", "users": [...]}` (at most 1000) or `{"tenant", "cursor": ...}`
+//! to walk every user in batches (no cursor: from the start). Any scheduler
+//! can call it every 10 minutes.
+
+use serde::Deserialize;
+use spin_sdk::http::{Method, Request};
+use spin_sdk::http_service;
+use unread_api::core::{ReconcileScope, counts};
+use unread_api::{Answer, Identifier, Problem, json, json_body, require_method, service_call};
+
+const MAX_USERS: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reconcile {
+    tenant: Identifier,
+    users: Option<Vec<Identifier>>,
+    cursor: Option<Identifier>,
+}
+
+#[http_service]
+async fn reconcile(request: Request) -> impl spin_sdk::http::IntoResponse {
+    unread_api::respond(handle(request).await)
+}
+
+async fn handle(request: Request) -> Answer {
+    require_method(&request, Method::POST)?;
+    service_call(&request).await?;
+    let call: Reconcile = json_body(request).await?;
+    let scope = match (call.users, call.cursor) {
+        (Some(_), Some(_)) => return Err(Problem::bad_request("invalid_request", "give either users or cursor, not both")),
+        (Some(users), None) if users.is_empty() || users.len() > MAX_USERS => {
+            return Err(Problem::bad_request("invalid_request", format!("users must list 1-{MAX_USERS} users")));
+        }
+        (Some(users), None) => ReconcileScope::Users(users.into_iter().map(Identifier::into_string).collect()),
+        (None, cursor) => ReconcileScope::Walk(cursor.map(Identifier::into_string)),
+    };
+    let report = counts::reconcile(call.tenant.into_string(), scope).await?;
+    Ok(json(&serde_json::json!({
+        "checked": report.checked,
+        "drifted": report.drifted,
+        "fixed": report.fixed,
+        "max_drift": report.max_drift,
+        "next_cursor": report.next_cursor,
+    })))
+}

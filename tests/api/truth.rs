@@ -1,0 +1,211 @@
+//! The SQL store is the truth: durable cursors, degraded answers, reconcile
+//! and delete — on MariaDB and on PostgreSQL.
+
+use serde_json::{Value, json};
+
+use crate::store::{KINDS, MessageStore};
+use crate::support::{App, Setup, assert_badge_consistent, message};
+
+async fn app_on(store: &MessageStore) -> App {
+    App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await
+}
+
+/// The app's way: store the message, then touch.
+async fn send(app: &App, store: &MessageStore, conversation: &str, seq: u64, sender: &str, members: &[&str]) -> Value {
+    let touch = message("acme", conversation, seq, 1_000 + seq, sender, members);
+    store.store_message("acme", conversation, seq, 1_000 + seq, sender, &touch["preview"].to_string()).await;
+    app.touch(touch).await.body
+}
+
+async fn conversation(store: &MessageStore, id: &str, category: &str, members: &[&str]) {
+    let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+    store.create_conversation("acme", id, category, &members).await;
+}
+
+#[tokio::test]
+async fn read_cursors_are_durable_and_monotonic_in_sql() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        for seq in 1..=5 {
+            send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
+        }
+        assert_eq!(app.mark_read("acme", "u2", "c1", 4).await.body["unread"], 1);
+        assert_eq!(app.mark_read("acme", "u2", "c1", 2).await.body["read_seq"], 4);
+        let cursors = store.cursors("acme").await;
+        assert_eq!(cursors[&("u2".to_string(), "c1".to_string())], 4, "{kind:?}");
+        assert_eq!(cursors[&("u1".to_string(), "c1".to_string())], 5, "{kind:?}: touch records the sender's cursor");
+        // A second app on the same database: the migration runs again, harmlessly.
+        let again = app_on(&store).await;
+        assert_eq!(again.mark_read("acme", "u2", "c1", 5).await.body["unread"], 0);
+        assert_eq!(store.cursors("acme").await[&("u2".to_string(), "c1".to_string())], 5);
+        drop((app, again));
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        conversation(&store, "n1", "system", &["u2"]).await;
+        for seq in 1..=3 {
+            send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
+        }
+        send(&app, &store, "n1", 1, "bot", &["u2"]).await;
+        app.mark_read("acme", "u2", "c1", 1).await;
+        let before = app.list("acme", "u2", "limit=20").await.body;
+        let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
+
+        let degraded = app.list("acme", "u2", "limit=20").await.body;
+        assert_eq!(degraded["degraded"], true, "{kind:?}: {degraded}");
+        assert_eq!(degraded["conversations"], before["conversations"], "{kind:?}");
+        assert_eq!(degraded["badge"], json!({"total": 3, "categories": {"chat": 2, "system": 1}}));
+        // Rebuilt in that request: the next answer comes from Redis.
+        let again = app.list("acme", "u2", "limit=20").await.body;
+        assert_eq!((again["degraded"].clone(), again["conversations"].clone()), (json!(false), before["conversations"].clone()));
+        let badge = app.badge("acme", "u2").await.body;
+        assert_eq!(badge, json!({"total": 3, "categories": {"chat": 2, "system": 1}, "degraded": false}));
+        // A user with nothing is loaded once, then answered from Redis.
+        assert_eq!(app.badge("acme", "nobody").await.body["degraded"], true);
+        assert_eq!(app.badge("acme", "nobody").await.body, json!({"total": 0, "categories": {}, "degraded": false}));
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        for seq in 1..=4 {
+            send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
+        }
+        app.redis.kill();
+        let touch = message("acme", "c1", 5, 1_005, "u1", &["u1", "u2"]);
+        store.store_message("acme", "c1", 5, 1_005, "u1", &touch["preview"].to_string()).await;
+        let refused = app.touch(touch).await;
+        assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (503, Some("unavailable")), "{kind:?}");
+
+        let list = app.list("acme", "u2", "").await.body;
+        assert_eq!((list["degraded"].as_bool(), list["conversations"][0]["unread"].as_u64()), (Some(true), Some(5)), "{kind:?}: {list}");
+        let read = app.mark_read("acme", "u2", "c1", 3).await;
+        assert_eq!(read.status, 200, "{:?}", read.body);
+        assert_eq!((read.body["degraded"].as_bool(), read.body["read_seq"].as_u64(), read.body["unread"].as_u64()), (Some(true), Some(3), Some(2)));
+        assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 2, "categories": {"chat": 2}, "degraded": true}));
+        assert_eq!(store.cursors("acme").await[&("u2".to_string(), "c1".to_string())], 3);
+
+        // Redis comes back empty: the first read rebuilds, with message 5 and the cursor.
+        app.redis.restart();
+        assert_eq!(app.list("acme", "u2", "").await.body["degraded"], true);
+        let list = app.list("acme", "u2", "").await.body;
+        assert_eq!((list["degraded"].as_bool(), list["conversations"][0]["unread"].as_u64()), (Some(false), Some(2)));
+        assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 2);
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn reconcile_reports_and_fixes_injected_drift() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        conversation(&store, "c2", "chat", &["u1", "u2"]).await;
+        conversation(&store, "n1", "system", &["u2"]).await;
+        for seq in 1..=6 {
+            send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
+        }
+        send(&app, &store, "c2", 1, "u2", &["u1", "u2"]).await;
+        send(&app, &store, "n1", 1, "bot", &["u2"]).await;
+        app.mark_read("acme", "u2", "c1", 2).await;
+        app.list("acme", "u2", "").await; // loaded
+        let truth = app.whole_list("acme", "u2", 100).await;
+        let clean = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
+        assert_eq!(clean, json!({"checked": 2, "drifted": 0, "fixed": 0, "max_drift": 0, "next_cursor": null}), "{kind:?}");
+
+        // Corrupt u2 on purpose: a wrong cursor, a lost conversation, a ghost
+        // conversation and a badge out of step.
+        let mut redis = app.redis.connection().unwrap();
+        let p = "un:v1:{acme:u2}:";
+        let _: () = redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("c1").arg(r#"6:5:{"text":"message 6","type":"text"}"#).query(&mut redis).unwrap();
+        let _: () = redis::cmd("HDEL").arg(format!("{p}c:system:conv")).arg("n1").query(&mut redis).unwrap();
+        let _: () = redis::cmd("ZADD").arg(format!("{p}c:chat:list")).arg(9_999_000).arg("ghost").query(&mut redis).unwrap();
+        let _: () = redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("ghost").arg("9:0:{}").query(&mut redis).unwrap();
+        let _: () = redis::cmd("HSET").arg(format!("{p}dir")).arg("ghost").arg("chat").query(&mut redis).unwrap();
+        let _: () = redis::cmd("HINCRBY").arg(format!("{p}badge")).arg("chat").arg(7).query(&mut redis).unwrap();
+
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
+        assert_eq!(report, json!({"checked": 2, "drifted": 1, "fixed": 1, "max_drift": 9, "next_cursor": null}), "{kind:?}");
+        assert_eq!(app.whole_list("acme", "u2", 100).await, truth, "{kind:?}");
+        assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 5);
+        let after = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await.body;
+        assert_eq!((after["drifted"].as_u64(), after["max_drift"].as_u64()), (Some(0), Some(0)));
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn reconcile_walks_every_user_in_batches() {
+    let store = MessageStore::create(crate::store::Kind::Postgres).await;
+    let app = app_on(&store).await;
+    let users: Vec<String> = (0..450).map(|i| format!("w{i:03}")).collect();
+    store.create_conversation("acme", "all", "chat", &users).await;
+    store.store_message("acme", "all", 1, 1_001, "w000", "{}").await;
+    let report = app.reconcile_all("acme").await;
+    // Nothing was ever touched: every member but the sender drifted by one.
+    assert_eq!(report, json!({"checked": 450, "drifted": 450, "fixed": 450, "max_drift": 1}));
+    assert_eq!(app.badge("acme", "w001").await.body["total"], 1);
+    assert_eq!(app.badge("acme", "w000").await.body["total"], 1, "w000's cursor was never recorded by a touch");
+    assert_eq!(app.reconcile_all("acme").await["drifted"], 0);
+    let page = app.reconcile(json!({"tenant": "acme"})).await.body;
+    assert_eq!((page["checked"].as_u64(), page["next_cursor"].as_str()), (Some(200), Some("w199")));
+    drop(app);
+    store.drop_database().await;
+}
+
+#[tokio::test]
+async fn deleting_a_conversation_clears_every_member_and_its_cursors() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "g", "chat", &["u1", "u2", "u3"]).await;
+        conversation(&store, "d", "chat", &["u1", "u2"]).await;
+        for seq in 1..=3 {
+            send(&app, &store, "g", seq, "u1", &["u1", "u2", "u3"]).await;
+        }
+        send(&app, &store, "d", 1, "u1", &["u1", "u2"]).await;
+        app.mark_read("acme", "u3", "g", 1).await;
+        store.delete_conversation("acme", "g").await;
+        let answer = app.delete_conversation("acme", "g", &["u1", "u2", "u3"]).await;
+        assert_eq!(answer.body, json!({"conversation": "g", "removed": 3}), "{kind:?}");
+        assert_eq!(app.badge("acme", "u2").await.body["total"], 1);
+        assert_eq!(app.badge("acme", "u3").await.body["total"], 0);
+        assert!(app.whole_list("acme", "u3", 20).await.is_empty());
+        assert!(store.cursors("acme").await.keys().all(|(_, c)| c != "g"));
+        assert_eq!(app.delete_conversation("acme", "g", &["u1", "u2", "u3"]).await.body["removed"], 0, "a replay");
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn cache_only_mode_has_no_reconcile() {
+    let app = App::start().await;
+    let answer = app.reconcile(json!({"tenant": "acme"})).await;
+    assert_eq!((answer.status, answer.body["error"]["code"].as_str()), (409, Some("no_sql_store")));
+    // Delete works without SQL too.
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    assert_eq!(app.delete_conversation("acme", "c1", &["u1", "u2"]).await.body["removed"], 2);
+    assert!(app.redis.keys().iter().all(|k| !k.contains(":c:")), "{:?}", app.redis.keys());
+    let bad = app.reconcile(json!({"tenant": "acme", "users": [], "cursor": "x"})).await;
+    assert_eq!(bad.status, 400);
+}
