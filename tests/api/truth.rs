@@ -69,6 +69,9 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
         assert_eq!((again["degraded"].clone(), again["conversations"].clone()), (json!(false), before["conversations"].clone()));
         let badge = app.badge("acme", "u2").await.body;
         assert_eq!(badge, json!({"total": 3, "categories": {"chat": 2, "system": 1}, "degraded": false}));
+        // A read ahead of any stored message, by a user not loaded yet.
+        let early = app.mark_read("acme", "u9", "later", 3).await.body;
+        assert_eq!((early["degraded"].as_bool(), early["read_seq"].as_u64(), early["unread"].as_u64()), (Some(true), Some(3), Some(0)));
         // A user with nothing is loaded once, then answered from Redis.
         assert_eq!(app.badge("acme", "nobody").await.body["degraded"], true);
         assert_eq!(app.badge("acme", "nobody").await.body, json!({"total": 0, "categories": {}, "degraded": false}));

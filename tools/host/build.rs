@@ -120,7 +120,8 @@ fn locate_in_cargo_home() -> Option<PathBuf> {
 /// with the store borrowed for the whole call, so they are plain (`async` only
 /// where they do I/O) methods on the capability's view instead of `...WithStore`
 /// functions. Every other function is `async | store`.
-const SYNC_IMPORTS: &str = "        \"spin:postgres/postgres.[static]connection.open\": async | trappable,
+const SYNC_IMPORTS: &str =
+    "        \"spin:postgres/postgres.[static]connection.open\": async | trappable,
         \"spin:postgres/postgres.[method]connection.query\": async | trappable,
         \"spin:postgres/postgres.[method]connection.execute\": async | trappable,
         \"spin:postgres/postgres.[constructor]connection-builder\": trappable,

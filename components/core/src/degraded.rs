@@ -60,13 +60,14 @@ pub async fn page(url: &str, who: &Principal, limit: u32, after: Option<(u64, St
     Ok(Page { conversations, next_cursor, badge })
 }
 
-/// A mark-read's answer, from SQL (the cursor is already written there).
-pub async fn read_state(url: &str, who: &Principal, conversation: &str, version: Option<String>) -> Result<ReadState, Error> {
+/// A mark-read's answer, from SQL (the cursor is already written there; the
+/// conversation may have no stored message yet, so `seq` bounds it below).
+pub async fn read_state(url: &str, who: &Principal, conversation: &str, seq: u64, version: Option<String>) -> Result<ReadState, Error> {
     let rows = user_truth(url, who, version).await?;
     let row = rows.iter().find(|r| r.conversation == conversation);
     Ok(ReadState {
         conversation: conversation.to_string(),
-        read_seq: row.map_or(0, |r| r.read_seq),
+        read_seq: row.map_or(seq, |r| r.read_seq.max(seq)),
         unread: row.map_or(0, TruthRow::unread),
         badge: badge_of(&rows),
     })

@@ -74,7 +74,7 @@ impl Guest for Core {
             require_loaded(&store),
         ];
         let answer = redis::eval(Script::MarkRead, args).await.and_then(|r| reply::read_state(conversation.clone(), r));
-        or_from_truth(answer, store, |url, version| async move { degraded::read_state(&url, &who, &conversation, version).await }).await
+        or_from_truth(answer, store, |url, version| async move { degraded::read_state(&url, &who, &conversation, seq, version).await }).await
     }
 
     async fn list(who: Principal, limit: u32, cursor: Option<String>) -> Result<Page, Error> {

@@ -24,7 +24,11 @@ impl<C: 'static> HasData for CapabilityHost<C> {
 
 impl<C> CapabilityView<'_, C> {
     /// Applies `read` to the value behind `resource`; `None` if the table has no such resource.
-    pub fn read<R: 'static, O>(&mut self, resource: &Resource<R>, read: impl FnOnce(&R) -> O) -> Option<O> {
+    pub fn read<R: 'static, O>(
+        &mut self,
+        resource: &Resource<R>,
+        read: impl FnOnce(&R) -> O,
+    ) -> Option<O> {
         self.table.get(resource).ok().map(read)
     }
 
@@ -48,6 +52,23 @@ impl<C: Clone + 'static> CapabilityHost<C> {
         accessor.with(|mut access| access.get().ctx.clone())
     }
 
+    /// Opens a resource (a connection) with `open`, given the settings, and
+    /// hands it to the guest; `open`'s error goes to the guest as is.
+    pub async fn open_resource<T, R, E, F, Fut>(
+        accessor: &Accessor<T, Self>,
+        open: F,
+    ) -> wasmtime::Result<Result<Resource<R>, E>>
+    where
+        R: Send + 'static,
+        F: FnOnce(C) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
+        match open(Self::settings(accessor)).await {
+            Ok(value) => Ok(Ok(Self::push(accessor, value)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
     /// See [`CapabilityView::read`].
     pub fn read<T, R: 'static, O>(
         accessor: &Accessor<T, Self>,
@@ -58,12 +79,18 @@ impl<C: Clone + 'static> CapabilityHost<C> {
     }
 
     /// See [`CapabilityView::push`].
-    pub fn push<T, R: Send + 'static>(accessor: &Accessor<T, Self>, value: R) -> wasmtime::Result<Resource<R>> {
+    pub fn push<T, R: Send + 'static>(
+        accessor: &Accessor<T, Self>,
+        value: R,
+    ) -> wasmtime::Result<Resource<R>> {
         accessor.with(|mut access| access.get().push(value))
     }
 
     /// See [`CapabilityView::delete`].
-    pub fn delete<T, R: 'static>(accessor: &Accessor<T, Self>, resource: Resource<R>) -> wasmtime::Result<()> {
+    pub fn delete<T, R: 'static>(
+        accessor: &Accessor<T, Self>,
+        resource: Resource<R>,
+    ) -> wasmtime::Result<()> {
         accessor.with(|mut access| access.get().delete(resource))
     }
 }

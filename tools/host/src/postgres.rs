@@ -16,6 +16,10 @@
 //! As in Spin, `query-async`'s columns come from the first row (an empty
 //! result has no columns); type mapping is in [`types`].
 
+// The WIT error carries PostgreSQL's structured error, so it is large; it is
+// returned by value as the bindings require.
+#![allow(clippy::result_large_err)]
+
 mod types;
 
 use crate::bindings::spin::postgres::postgres::{
@@ -80,7 +84,7 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<RowSet> {
-        Ok(match client(self, &connection) {
+        Ok(match client_of(self, &connection) {
             Ok(client) => collect_rows(&client, &statement, &params).await,
             Err(e) => Err(e),
         })
@@ -92,7 +96,7 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<u64> {
-        Ok(match client(self, &connection) {
+        Ok(match client_of(self, &connection) {
             Ok(client) => execute(&client, &statement, &params).await,
             Err(e) => Err(e),
         })
@@ -108,9 +112,15 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
         })
     }
 
-    fn set_ca_root(&mut self, builder: Resource<PgConnectionBuilder>, certificate: String) -> Reply<()> {
+    fn set_ca_root(
+        &mut self,
+        builder: Resource<PgConnectionBuilder>,
+        certificate: String,
+    ) -> Reply<()> {
         if let Err(reason) = check_certificate(&certificate) {
-            return Ok(Err(PgError::Other(format!("invalid root certificate: {reason}"))));
+            return Ok(Err(PgError::Other(format!(
+                "invalid root certificate: {reason}"
+            ))));
         }
         let Ok(held) = self.table.get_mut(&builder) else {
             return Ok(Err(no_builder()));
@@ -119,7 +129,10 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
         Ok(Ok(()))
     }
 
-    async fn build(&mut self, builder: Resource<PgConnectionBuilder>) -> Reply<Resource<PgConnection>> {
+    async fn build(
+        &mut self,
+        builder: Resource<PgConnectionBuilder>,
+    ) -> Reply<Resource<PgConnection>> {
         let Some(address) = self.read(&builder, |held| held.address.clone()) else {
             return Ok(Err(no_builder()));
         };
@@ -128,12 +141,14 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
 }
 
 impl<T> HostConnectionWithStore<T> for PgHost {
-    async fn open_async(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<PgConnection>> {
-        let ctx = Self::settings(accessor);
-        match connect(&address, &ctx.allowed_hosts).await {
-            Ok(connection) => Ok(Ok(Self::push(accessor, connection)?)),
-            Err(e) => Ok(Err(e)),
-        }
+    async fn open_async(
+        accessor: &Accessor<T, Self>,
+        address: String,
+    ) -> Reply<Resource<PgConnection>> {
+        Self::open_resource(accessor, |ctx| async move {
+            connect(&address, &ctx.allowed_hosts).await
+        })
+        .await
     }
 
     async fn query_async(
@@ -143,8 +158,8 @@ impl<T> HostConnectionWithStore<T> for PgHost {
         params: Vec<ParameterValue>,
     ) -> Reply<QueryParts<Vec<Column>, Row, PgError>> {
         let prepared = accessor
-            .with(|mut access| client(&mut access.get(), &connection))
-            .and_then(|client| Ok((client, bad_parameter(&params)?)));
+            .with(|mut access| client_of(&mut access.get(), &connection))
+            .and_then(|client| Ok((client, query_params(&params)?)));
         let (client, params) = match prepared {
             Ok(prepared) => prepared,
             Err(e) => return Ok(Err(e)),
@@ -161,14 +176,17 @@ impl<T> HostConnectionWithStore<T> for PgHost {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<u64> {
-        let client = match accessor.with(|mut access| client(&mut access.get(), &connection)) {
+        let client = match accessor.with(|mut access| client_of(&mut access.get(), &connection)) {
             Ok(client) => client,
             Err(e) => return Ok(Err(e)),
         };
         Ok(execute(&client, &statement, &params).await)
     }
 
-    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnection>) -> wasmtime::Result<()> {
+    async fn drop(
+        accessor: &Accessor<T, Self>,
+        rep: Resource<PgConnection>,
+    ) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 }
@@ -184,13 +202,19 @@ impl<T> HostConnectionBuilderWithStore<T> for PgHost {
         }
     }
 
-    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
+    async fn drop(
+        accessor: &Accessor<T, Self>,
+        rep: Resource<PgConnectionBuilder>,
+    ) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 }
 
 /// The client behind `connection`.
-fn client(view: &mut CapabilityView<'_, PgCtx>, connection: &Resource<PgConnection>) -> Result<Arc<Client>, PgError> {
+fn client_of(
+    view: &mut CapabilityView<'_, PgCtx>,
+    connection: &Resource<PgConnection>,
+) -> Result<Arc<Client>, PgError> {
     view.read(connection, |held| held.client.clone())
         .ok_or_else(|| PgError::ConnectionFailed("no connection found".to_owned()))
 }
@@ -230,7 +254,11 @@ fn permitted_config(address: &str, allowed_hosts: &AllowedHosts) -> Result<Confi
                 "Unix sockets are not supported on WebAssembly".to_owned(),
             ));
         };
-        let port = ports.get(i).or(if ports.len() == 1 { ports.first() } else { None });
+        let port = ports.get(i).or(if ports.len() == 1 {
+            ports.first()
+        } else {
+            None
+        });
         let destination = match port {
             Some(port) => format!("{name}:{port}"),
             None => name.clone(),
@@ -248,14 +276,16 @@ fn permitted_config(address: &str, allowed_hosts: &AllowedHosts) -> Result<Confi
 }
 
 /// Converts query parameters; a bad one is `bad-parameter`.
-fn bad_parameter(params: &[ParameterValue]) -> Result<Vec<SqlParam>, PgError> {
+fn query_params(params: &[ParameterValue]) -> Result<Vec<SqlParam>, PgError> {
     types::to_sql_params(params).map_err(|e| PgError::BadParameter(format!("{e:#}")))
 }
 
 /// Streams the rows of `statement`: the query task of [`sql::stream_query`].
 ///
 /// Columns are sent with the first row, or as none if the result is empty or
-/// fails before it. A guest that drops the row stream ends the task quietly.
+/// fails before it. A guest that drops the row stream ends the task: quietly
+/// if it was waiting for the database, with an `async error` if it was
+/// handing over a row (as in Spin).
 async fn stream_rows(
     client: Arc<Client>,
     statement: String,
@@ -263,7 +293,10 @@ async fn stream_rows(
     columns_out: oneshot::Sender<Vec<Column>>,
     rows: RowSender<Row>,
 ) -> Result<(), PgError> {
-    let results = client.query_raw(statement.as_str(), params).await.map_err(query_failed)?;
+    let results = client
+        .query_raw(statement.as_str(), params)
+        .await
+        .map_err(query_failed)?;
     let mut results = std::pin::pin!(results);
     let mut columns_out = Some(columns_out);
     loop {
@@ -281,7 +314,7 @@ async fn stream_rows(
             }
         };
         send_columns(&mut columns_out, types::columns(&row));
-        let values = types::convert_row(&row).map_err(|e| text_error(format!("{e:#}")))?;
+        let values = row_values(&row)?;
         if values.iter().map(types::value_size).sum::<usize>() > MAX_RESULT_BYTES {
             return Err(text_error(sql::too_large_message()));
         }
@@ -299,16 +332,30 @@ fn send_columns(out: &mut Option<oneshot::Sender<Vec<Column>>>, columns: Vec<Col
 }
 
 /// Runs `statement`, returning the count of affected rows.
-async fn execute(client: &Client, statement: &str, params: &[ParameterValue]) -> Result<u64, PgError> {
+async fn execute(
+    client: &Client,
+    statement: &str,
+    params: &[ParameterValue],
+) -> Result<u64, PgError> {
     let params = types::to_sql_params(params)
         .map_err(|e| PgError::ValueConversionFailed(format!("{e:#}")))?;
-    client.execute_raw(statement, params).await.map_err(query_failed)
+    client
+        .execute_raw(statement, params)
+        .await
+        .map_err(query_failed)
 }
 
 /// Every row of `statement`, within [`MAX_RESULT_BYTES`]: the synchronous `query`.
-async fn collect_rows(client: &Client, statement: &str, params: &[ParameterValue]) -> Result<RowSet, PgError> {
-    let params = bad_parameter(params)?;
-    let results = client.query_raw(statement, params).await.map_err(query_failed)?;
+async fn collect_rows(
+    client: &Client,
+    statement: &str,
+    params: &[ParameterValue],
+) -> Result<RowSet, PgError> {
+    let params = query_params(params)?;
+    let results = client
+        .query_raw(statement, params)
+        .await
+        .map_err(query_failed)?;
     let mut results = std::pin::pin!(results);
     let mut set = RowSet {
         columns: Vec::new(),
@@ -316,17 +363,23 @@ async fn collect_rows(client: &Client, statement: &str, params: &[ParameterValue
     };
     let mut budget = ByteBudget::default();
     while let Some(row) = results.next().await {
+        // As in Spin, an error while reading the rows is only text here.
         let row = row.map_err(|e| text_error(format!("{:?}", query_failed(e))))?;
         if set.rows.is_empty() {
             set.columns = types::columns(&row);
         }
-        let values = types::convert_row(&row).map_err(|e| text_error(format!("{e:#}")))?;
+        let values = row_values(&row)?;
         budget
             .charge(values.iter().map(types::value_size).sum())
             .map_err(text_error)?;
         set.rows.push(values);
     }
     Ok(set)
+}
+
+/// The WIT values of `row`; a value that does not convert fails the query.
+fn row_values(row: &tokio_postgres::Row) -> Result<Row, PgError> {
+    types::convert_row(row).map_err(|e| text_error(format!("{e:#}")))
 }
 
 /// `query-failed` with only a text.
@@ -394,7 +447,10 @@ mod tests {
     fn refusal(address: &str, hosts: &AllowedHosts) -> String {
         match permitted_config(address, hosts) {
             Err(PgError::ConnectionFailed(text)) => text,
-            other => panic!("expected connection-failed for {address}, got {:?}", other.map(|_| ())),
+            other => panic!(
+                "expected connection-failed for {address}, got {:?}",
+                other.map(|_| ())
+            ),
         }
     }
 
@@ -438,8 +494,12 @@ mod tests {
     #[test]
     fn unresolvable_allowed_hosts_are_other_errors() {
         let vars = crate::variables::AppVariables::default();
-        let hosts = AllowedHosts::resolve("c", &["postgres://{{ nope }}".to_owned()], &vars, &vars).unwrap();
-        assert!(matches!(permitted_config("host=127.0.0.1", &hosts), Err(PgError::Other(_))));
+        let hosts = AllowedHosts::resolve("c", &["postgres://{{ nope }}".to_owned()], &vars, &vars)
+            .unwrap();
+        assert!(matches!(
+            permitted_config("host=127.0.0.1", &hosts),
+            Err(PgError::Other(_))
+        ));
     }
 
     fn debug<D: std::fmt::Debug>(value: D) -> String {
@@ -449,7 +509,8 @@ mod tests {
     /// The server for the live tests: `UNREAD_TEST_POSTGRES`, or PostgreSQL on
     /// 127.0.0.1:5432 as `postgres` (trust authentication), database `test`.
     fn test_server() -> String {
-        std::env::var("UNREAD_TEST_POSTGRES").unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
+        std::env::var("UNREAD_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
     }
 
     /// A client of [`test_server`], or `None` (the test is skipped) if there is none.
@@ -470,12 +531,22 @@ mod tests {
         statement: &str,
         params: &[ParameterValue],
     ) -> Result<(Vec<String>, Vec<String>, Result<(), PgError>), PgError> {
-        let params = bad_parameter(params)?;
+        let params = query_params(params)?;
         let (columns_tx, columns_rx) = oneshot::channel();
         let (sender, mut receiver) = sql::test_channel(64);
-        let outcome = stream_rows(client.clone(), statement.to_owned(), params, columns_tx, sender).await;
+        let outcome = stream_rows(
+            client.clone(),
+            statement.to_owned(),
+            params,
+            columns_tx,
+            sender,
+        )
+        .await;
         let columns = columns_rx.await.unwrap_or_default();
-        let columns = columns.iter().map(|c| format!("{}:{:?}", c.name, c.data_type)).collect();
+        let columns = columns
+            .iter()
+            .map(|c| format!("{}:{:?}", c.name, c.data_type))
+            .collect();
         let mut rows = Vec::new();
         while let Ok(row) = receiver.try_recv() {
             rows.push(debug(row));
@@ -486,11 +557,14 @@ mod tests {
     #[tokio::test]
     async fn live_values_round_trip() {
         use crate::bindings::spin::postgres::postgres::DbValue;
-        let Some(client) = test_client().await else { return };
+        let Some(client) = test_client().await else {
+            return;
+        };
         let create = "CREATE TEMPORARY TABLE probe (id int4, small int2, big int8, f4 float4, f8 float8, \
                       b bool, t text, bin bytea, jb jsonb, js json, ts timestamp, tstz timestamptz, n numeric)";
         execute(&client, create, &[]).await.unwrap();
-        let insert = "INSERT INTO probe VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        let insert =
+            "INSERT INTO probe VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         let values = [
             ParameterValue::Int32(1),
             ParameterValue::Int16(i16::MIN),
@@ -511,7 +585,8 @@ mod tests {
         nulls.extend(std::iter::repeat_n(ParameterValue::DbNull, 12));
         assert_eq!(execute(&client, insert, &nulls).await.unwrap(), 1);
 
-        let select = "SELECT id, small, big, f4, f8, b, t, bin, jb, js, ts, n FROM probe ORDER BY id";
+        let select =
+            "SELECT id, small, big, f4, f8, b, t, bin, jb, js, ts, n FROM probe ORDER BY id";
         let (columns, rows, outcome) = query(&client, select, &[]).await.unwrap();
         outcome.unwrap();
         assert_eq!(
@@ -537,17 +612,31 @@ mod tests {
                 DbValue::Decimal("12.50".into()),
             ])
         );
-        assert_eq!(rows[1], debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 11]].concat()));
+        assert_eq!(
+            rows[1],
+            debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 11]].concat())
+        );
 
         // As in Spin, timestamptz cannot be read, not even as NULL; a cast can.
-        let (_, rows, outcome) = query(&client, "SELECT tstz FROM probe WHERE id = 2", &[]).await.unwrap();
-        assert!(rows.is_empty() && matches!(outcome, Err(PgError::QueryFailed(QueryError::Text(_)))));
+        let (_, rows, outcome) = query(&client, "SELECT tstz FROM probe WHERE id = 2", &[])
+            .await
+            .unwrap();
+        assert!(
+            rows.is_empty() && matches!(outcome, Err(PgError::QueryFailed(QueryError::Text(_))))
+        );
         let utc = "SELECT tstz AT TIME ZONE 'UTC' FROM probe WHERE id = 1";
         let (_, rows, _) = query(&client, utc, &[]).await.unwrap();
-        assert_eq!(rows, [debug(vec![DbValue::Datetime((2023, 11, 14, 22, 13, 20, 0))])]);
+        assert_eq!(
+            rows,
+            [debug(vec![DbValue::Datetime((
+                2023, 11, 14, 22, 13, 20, 0
+            ))])]
+        );
 
         // An empty result has no columns (they come from the first row).
-        let (columns, rows, outcome) = query(&client, "SELECT id FROM probe WHERE id > 5", &[]).await.unwrap();
+        let (columns, rows, outcome) = query(&client, "SELECT id FROM probe WHERE id > 5", &[])
+            .await
+            .unwrap();
         assert!(columns.is_empty() && rows.is_empty() && outcome.is_ok());
 
         let (_, _, outcome) = query(&client, "SELEC 1", &[]).await.unwrap();
@@ -555,19 +644,31 @@ mod tests {
             panic!("expected a structured error, got {outcome:?}");
         };
         assert_eq!(db.code, "42601");
-        let set = collect_rows(&client, "SELECT count(*) AS n FROM probe", &[]).await.unwrap();
+        let set = collect_rows(&client, "SELECT count(*) AS n FROM probe", &[])
+            .await
+            .unwrap();
         assert_eq!(debug(&set.rows), debug(vec![vec![DbValue::Int64(2)]]));
         assert!(matches!(
-            query(&client, "SELECT $1::uuid", &[ParameterValue::Uuid("nope".into())]).await,
+            query(
+                &client,
+                "SELECT $1::uuid",
+                &[ParameterValue::Uuid("nope".into())]
+            )
+            .await,
             Err(PgError::BadParameter(_))
         ));
     }
 
     #[test]
     fn certificates_need_pem_form() {
-        assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").is_ok());
+        assert!(
+            check_certificate("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+                .is_ok()
+        );
         assert!(check_certificate("MIIB").is_err());
-        assert!(check_certificate("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----").is_err());
+        assert!(
+            check_certificate("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----").is_err()
+        );
         assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB").is_err());
     }
 }

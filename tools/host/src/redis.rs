@@ -132,12 +132,11 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         accessor: &Accessor<T, Self>,
         address: String,
     ) -> Reply<Resource<RedisConnection>> {
-        let ctx = Self::settings(accessor);
-        ctx.counters.count_open();
-        match open_connection(&address, &ctx.allowed_hosts).await {
-            Ok(opened) => Ok(Ok(Self::push(accessor, opened)?)),
-            Err(e) => Ok(Err(e)),
-        }
+        Self::open_resource(accessor, |ctx| async move {
+            ctx.counters.count_open();
+            open_connection(&address, &ctx.allowed_hosts).await
+        })
+        .await
     }
 
     async fn publish(

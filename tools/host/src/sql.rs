@@ -123,13 +123,11 @@ enum Outcome<E> {
 
 impl<E: OtherError + Send + 'static> Outcome<E> {
     /// The value of the guest's `future<result<_, error>>`.
-    fn into_future(self) -> impl Future<Output = wasmtime::Result<Result<(), E>>> + Send + 'static {
-        async move {
-            Ok(match self {
-                Outcome::Pending(outcome) => finished(outcome).await,
-                Outcome::Done => Ok(()),
-            })
-        }
+    async fn into_future(self) -> wasmtime::Result<Result<(), E>> {
+        Ok(match self {
+            Outcome::Pending(outcome) => finished(outcome).await,
+            Outcome::Done => Ok(()),
+        })
     }
 }
 

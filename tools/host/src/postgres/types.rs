@@ -90,7 +90,9 @@ pub fn columns(row: &Row) -> Vec<Column> {
 
 /// Converts every value of `row`.
 pub fn convert_row(row: &Row) -> Result<Vec<DbValue>> {
-    (0..row.len()).map(|index| convert_value(row, index)).collect()
+    (0..row.len())
+        .map(|index| convert_value(row, index))
+        .collect()
 }
 
 /// Reads column `index` of `row` as `V` and wraps it with `wrap`; NULL is `db-null`.
@@ -125,18 +127,26 @@ fn convert_value(row: &Row, index: usize) -> Result<DbValue> {
         }
         Type::UUID => read(row, index, |v: uuid::Uuid| Ok(DbValue::Uuid(v.to_string()))),
         Type::JSONB => read(row, index, |v: serde_json::Value| {
-            Ok(DbValue::Jsonb(serde_json::to_vec(&v).context("invalid JSON from database")?))
+            Ok(DbValue::Jsonb(
+                serde_json::to_vec(&v).context("invalid JSON from database")?,
+            ))
         }),
         Type::NUMERIC => read(row, index, |v: Decimal| Ok(DbValue::Decimal(v.to_string()))),
-        Type::INT4_RANGE => read(row, index, |v: Range<i32>| Ok(DbValue::RangeInt32(range_to_wit(&v, |n| *n)))),
-        Type::INT8_RANGE => read(row, index, |v: Range<i64>| Ok(DbValue::RangeInt64(range_to_wit(&v, |n| *n)))),
+        Type::INT4_RANGE => read(row, index, |v: Range<i32>| {
+            Ok(DbValue::RangeInt32(range_to_wit(&v, |n| *n)))
+        }),
+        Type::INT8_RANGE => read(row, index, |v: Range<i64>| {
+            Ok(DbValue::RangeInt64(range_to_wit(&v, |n| *n)))
+        }),
         Type::NUM_RANGE => read(row, index, |v: Range<RangeDecimal>| {
             Ok(DbValue::RangeDecimal(range_to_wit(&v, |d| d.0.to_string())))
         }),
         Type::INT4_ARRAY => read(row, index, |v| Ok(DbValue::ArrayInt32(v))),
         Type::INT8_ARRAY => read(row, index, |v| Ok(DbValue::ArrayInt64(v))),
         Type::NUMERIC_ARRAY => read(row, index, |v: Vec<Option<Decimal>>| {
-            Ok(DbValue::ArrayDecimal(v.iter().map(|d| d.map(|d| d.to_string())).collect()))
+            Ok(DbValue::ArrayDecimal(
+                v.iter().map(|d| d.map(|d| d.to_string())).collect(),
+            ))
         }),
         Type::TEXT_ARRAY | Type::VARCHAR_ARRAY | Type::BPCHAR_ARRAY => {
             read(row, index, |v| Ok(DbValue::ArrayStr(v)))
@@ -174,9 +184,9 @@ fn to_sql_param(param: &ParameterValue) -> Result<SqlParam> {
         ParameterValue::Decimal(v) => Box::new(decimal_from_wit(v)?),
         ParameterValue::RangeInt32(v) => Box::new(range_from_wit(v, |n| Ok(*n))?),
         ParameterValue::RangeInt64(v) => Box::new(range_from_wit(v, |n| Ok(*n))?),
-        ParameterValue::RangeDecimal(v) => {
-            Box::new(range_from_wit(v, |d| decimal_from_wit(d).map(RangeDecimal))?)
-        }
+        ParameterValue::RangeDecimal(v) => Box::new(range_from_wit(v, |d| {
+            decimal_from_wit(d).map(RangeDecimal)
+        })?),
         ParameterValue::ArrayInt32(v) => Box::new(v.clone()),
         ParameterValue::ArrayInt64(v) => Box::new(v.clone()),
         ParameterValue::ArrayDecimal(v) => Box::new(
@@ -239,8 +249,13 @@ fn time_from_wit((h, m, s, ns): (u8, u8, u8, u32)) -> Result<NaiveTime> {
         .ok_or_else(|| anyhow!("invalid time {h}:{m}:{s}:{ns}"))
 }
 
-fn datetime_from_wit((y, mo, d, h, mi, s, ns): (i32, u8, u8, u8, u8, u8, u32)) -> Result<NaiveDateTime> {
-    Ok(NaiveDateTime::new(date_from_wit((y, mo, d))?, time_from_wit((h, mi, s, ns))?))
+fn datetime_from_wit(
+    (y, mo, d, h, mi, s, ns): (i32, u8, u8, u8, u8, u8, u32),
+) -> Result<NaiveDateTime> {
+    Ok(NaiveDateTime::new(
+        date_from_wit((y, mo, d))?,
+        time_from_wit((h, mi, s, ns))?,
+    ))
 }
 
 /// Seconds since the Unix epoch as an instant (a `timestamptz` parameter).
@@ -277,7 +292,10 @@ fn range_to_wit<T, W>(range: &Range<T>, map: impl Fn(&T) -> W) -> WitRange<W>
 where
     T: PartialOrd + Normalizable,
 {
-    fn bound<S: BoundSided, T, W>(b: &RangeBound<S, T>, map: &impl Fn(&T) -> W) -> (W, RangeBoundKind) {
+    fn bound<S: BoundSided, T, W>(
+        b: &RangeBound<S, T>,
+        map: &impl Fn(&T) -> W,
+    ) -> (W, RangeBoundKind) {
         (map(&b.value), bound_kind_to_wit(b.type_))
     }
     (
@@ -455,15 +473,45 @@ mod tests {
 
     #[test]
     fn parameters_encode_as_their_postgres_type() {
-        assert_eq!(encode(ParameterValue::Int64(i64::MIN), &Type::INT8).unwrap().1, i64::MIN.to_be_bytes());
-        assert_eq!(encode(ParameterValue::Int16(-2), &Type::INT2).unwrap().1, (-2i16).to_be_bytes());
+        assert_eq!(
+            encode(ParameterValue::Int64(i64::MIN), &Type::INT8)
+                .unwrap()
+                .1,
+            i64::MIN.to_be_bytes()
+        );
+        assert_eq!(
+            encode(ParameterValue::Int16(-2), &Type::INT2).unwrap().1,
+            (-2i16).to_be_bytes()
+        );
         assert_eq!(encode(ParameterValue::Int8(7), &Type::CHAR).unwrap().1, [7]);
-        assert_eq!(encode(ParameterValue::Boolean(true), &Type::BOOL).unwrap().1, [1]);
-        assert_eq!(encode(ParameterValue::Str("ü✓".into()), &Type::TEXT).unwrap().1, "ü✓".as_bytes());
-        assert_eq!(encode(ParameterValue::Binary(vec![0, 9]), &Type::BYTEA).unwrap().1, [0, 9]);
-        let (_, jsonb) = encode(ParameterValue::Jsonb(br#"{"a": [1, null]}"#.to_vec()), &Type::JSONB).unwrap();
+        assert_eq!(
+            encode(ParameterValue::Boolean(true), &Type::BOOL)
+                .unwrap()
+                .1,
+            [1]
+        );
+        assert_eq!(
+            encode(ParameterValue::Str("ü✓".into()), &Type::TEXT)
+                .unwrap()
+                .1,
+            "ü✓".as_bytes()
+        );
+        assert_eq!(
+            encode(ParameterValue::Binary(vec![0, 9]), &Type::BYTEA)
+                .unwrap()
+                .1,
+            [0, 9]
+        );
+        let (_, jsonb) = encode(
+            ParameterValue::Jsonb(br#"{"a": [1, null]}"#.to_vec()),
+            &Type::JSONB,
+        )
+        .unwrap();
         assert_eq!(jsonb, b"\x01{\"a\":[1,null]}");
-        assert!(matches!(encode(ParameterValue::DbNull, &Type::INT4).unwrap().0, IsNull::Yes));
+        assert!(matches!(
+            encode(ParameterValue::DbNull, &Type::INT4).unwrap().0,
+            IsNull::Yes
+        ));
     }
 
     #[test]
@@ -473,7 +521,13 @@ mod tests {
         assert!(encode(ParameterValue::Str("{}".into()), &Type::JSONB).is_err());
         assert!(encode(ParameterValue::Timestamp(0), &Type::TIMESTAMP).is_err());
         assert!(encode(ParameterValue::Timestamp(0), &Type::TIMESTAMPTZ).is_ok());
-        assert!(encode(ParameterValue::Datetime((2024, 2, 29, 1, 2, 3, 0)), &Type::TIMESTAMP).is_ok());
+        assert!(
+            encode(
+                ParameterValue::Datetime((2024, 2, 29, 1, 2, 3, 0)),
+                &Type::TIMESTAMP
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -500,12 +554,19 @@ mod tests {
             .unwrap();
         assert_eq!(datetime_to_wit(at), (1999, 12, 31, 23, 59, 58, 123_456_000));
         assert_eq!(datetime_from_wit(datetime_to_wit(at)).unwrap(), at);
-        assert_eq!(timestamp_from_wit(86_400).unwrap().naive_utc().date(), NaiveDate::from_ymd_opt(1970, 1, 2).unwrap());
+        assert_eq!(
+            timestamp_from_wit(86_400).unwrap().naive_utc().date(),
+            NaiveDate::from_ymd_opt(1970, 1, 2).unwrap()
+        );
     }
 
     #[test]
     fn intervals_round_trip_through_the_binary_form() {
-        let wit = WitInterval { micros: -1_500_000, days: 3, months: 14 };
+        let wit = WitInterval {
+            micros: -1_500_000,
+            days: 3,
+            months: 14,
+        };
         let mut out = BytesMut::new();
         Interval(wit).to_sql(&Type::INTERVAL, &mut out).unwrap();
         let Interval(back) = Interval::from_sql(&Type::INTERVAL, &out).unwrap();
@@ -515,14 +576,26 @@ mod tests {
 
     #[test]
     fn ranges_keep_bounds_and_kinds() {
-        let wit = (Some((1, RangeBoundKind::Inclusive)), Some((10, RangeBoundKind::Inclusive)));
+        let wit = (
+            Some((1, RangeBoundKind::Inclusive)),
+            Some((10, RangeBoundKind::Inclusive)),
+        );
         let range = range_from_wit(&wit, |n: &i32| Ok(*n)).unwrap();
         // Discrete ranges are normalized to [lower, upper).
         let back = range_to_wit(&range, |n| *n);
-        assert_eq!(debug(back), debug((Some((1, RangeBoundKind::Inclusive)), Some((11, RangeBoundKind::Exclusive)))));
+        assert_eq!(
+            debug(back),
+            debug((
+                Some((1, RangeBoundKind::Inclusive)),
+                Some((11, RangeBoundKind::Exclusive))
+            ))
+        );
         let decimals = (None, Some(("2.50".to_owned(), RangeBoundKind::Exclusive)));
         let range = range_from_wit(&decimals, |d| decimal_from_wit(d).map(RangeDecimal)).unwrap();
-        assert_eq!(debug(range_to_wit(&range, |d| d.0.to_string())), debug(decimals));
+        assert_eq!(
+            debug(range_to_wit(&range, |d| d.0.to_string())),
+            debug(decimals)
+        );
     }
 
     #[test]
