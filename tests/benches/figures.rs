@@ -1,4 +1,4 @@
-//! `cargo bench -p unread-tests`: prints throughput, latency percentiles,
+//! `cargo bench --profile tools -p unread-tests`: prints throughput, latency percentiles,
 //! Redis round trips and connections per call, answer bytes and Redis memory
 //! per user — the composed components served by the host, against a private
 //! redis-server. Loopback only; bounded request counts.

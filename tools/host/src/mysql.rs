@@ -136,7 +136,7 @@ async fn connect(
     let opts = connection_opts(address).map_err(MysqlError::ConnectionFailed)?;
     let conn = Conn::new(opts)
         .await
-        .map_err(|e| MysqlError::ConnectionFailed(format!("{:#}", anyhow::Error::from(e))))?;
+        .map_err(|e| MysqlError::ConnectionFailed(e.to_string()))?;
     Ok(MysqlConnection {
         conn: Arc::new(Mutex::new(conn)),
     })
