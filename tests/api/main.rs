@@ -3,6 +3,7 @@
 mod concurrency;
 mod errors;
 mod history;
+mod logs;
 mod round_trips;
 mod semantics;
 mod store;

@@ -38,27 +38,28 @@ end
 local function compare(truth, order, state, badge_sums)
   local drifted, max_drift, details = false, 0, {}
   local sums = {}
-  local function note(conv, redis_unread, truth_unread)
+  -- max drift is per conversation; a badge out of step is reported, not counted in it.
+  local function note(what, redis_unread, truth_unread, is_conversation)
     drifted = true
     local d = math.abs(redis_unread - truth_unread)
-    if d > max_drift then max_drift = d end
-    if d > 0 then details[#details + 1] = {conv, redis_unread, truth_unread} end
+    if is_conversation and d > max_drift then max_drift = d end
+    if d > 0 then details[#details + 1] = {what, redis_unread, truth_unread} end
   end
   for _, conv in ipairs(order) do
     local t, entry = truth[conv], state[conv]
     sums[t.category] = (sums[t.category] or 0) + unread(t.last, t.read)
     local same = entry and entry.category == t.category and entry.score == score(t.ts, t.last)
       and entry.value == encode_state(t.last, t.read, t.preview)
-    if not same then note(conv, stored_unread(entry), unread(t.last, t.read)) end
+    if not same then note(conv, stored_unread(entry), unread(t.last, t.read), true) end
   end
   for conv, entry in pairs(state) do
-    if not truth[conv] then note(conv, stored_unread(entry), 0) end
+    if not truth[conv] then note(conv, stored_unread(entry), 0, true) end
   end
   for category, sum in pairs(sums) do
-    if badge_sums[category] ~= sum then note('badge:' .. category, badge_sums[category] or 0, sum) end
+    if badge_sums[category] ~= sum then note('badge:' .. category, badge_sums[category] or 0, sum, false) end
   end
   for category, sum in pairs(badge_sums) do
-    if not sums[category] and sum ~= 0 then note('badge:' .. category, sum, 0) end
+    if not sums[category] and sum ~= 0 then note('badge:' .. category, sum, 0, false) end
   end
   return drifted, max_drift, details
 end
