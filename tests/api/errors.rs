@@ -51,7 +51,7 @@ async fn bad_touches_are_refused_and_write_nothing() {
         ("preview not object", with(good.clone(), "preview", json!("hi")).to_string().into_bytes(), 400, "invalid_request"),
         ("preview over 1 KiB", with(good.clone(), "preview", json!({"text": "x".repeat(1100)})).to_string().into_bytes(), 400, "preview_too_large"),
         ("duplicate key", good.to_string().replacen("{", "{\"seq\":2,", 1).into_bytes(), 400, "invalid_request"),
-        ("deeply nested", with(good.clone(), "preview", json!({"x": "NEST"})).to_string().replace("\"NEST\"", &format!("{}{}", "[".repeat(10_000), "]".repeat(10_000))).into_bytes(), 400, "invalid_request"),
+        ("deeply nested", with(good.clone(), "preview", json!({"x": "NEST"})).to_string().replace("\"NEST\"", &format!("{}{}", "[".repeat(10_000), "]".repeat(10_000))).into_bytes(), 400, "invalid_json"),
         ("body over 64 KiB", with(good.clone(), "pad", json!("x".repeat(70_000))).to_string().into_bytes(), 413, "body_too_large"),
     ];
     for (name, body, status, code) in cases {

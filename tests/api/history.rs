@@ -324,6 +324,7 @@ async fn compare_with_model(world: &World, user: &str) {
             let read = cursors.get(&(user.to_string(), conversation.clone())).copied().unwrap_or(0);
             let row = json!({
                 "id": conversation, "category": head.category, "unread": head.last_seq.saturating_sub(read),
+                "mentions": 0, "muted": false, "pinned": false, "marked_unread": false,
                 "last_seq": head.last_seq, "read_seq": read, "ts": head.last_ts,
                 "preview": serde_json::from_str::<Value>(&head.preview).unwrap(),
             });

@@ -1,8 +1,11 @@
 //! The API's behaviour, end to end: HTTP → host → composed wasm → Redis.
 
+mod chat;
 mod concurrency;
 mod errors;
 mod history;
+mod hostile;
+mod isolation;
 mod logs;
 mod round_trips;
 mod semantics;

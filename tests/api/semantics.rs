@@ -19,7 +19,7 @@ async fn unread_is_last_seq_minus_read_seq() {
         assert_eq!(rows[0]["unread"], 3);
         assert_eq!((rows[0]["last_seq"].as_u64(), rows[0]["read_seq"].as_u64()), (Some(3), Some(0)));
         assert_eq!(app.whole_list("acme", "u3", 20).await[0]["unread"], 2);
-        assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 3, "categories": {"chat": 3}, "degraded": false}));
+        assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}, "degraded": false}));
     }
 }
 
@@ -88,7 +88,7 @@ async fn the_read_cursor_never_moves_back() {
     }
     let read = app.mark_read("acme", "u2", "c1", 7).await.body;
     assert_eq!((read["read_seq"].as_u64(), read["unread"].as_u64()), (Some(7), Some(3)));
-    assert_eq!(read["badge"], json!({"total": 3, "categories": {"chat": 3}}));
+    assert_eq!(read["badge"], json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}}));
     // A stale ack from another device changes nothing.
     let stale = app.mark_read("acme", "u2", "c1", 4).await.body;
     assert_eq!((stale["read_seq"].as_u64(), stale["unread"].as_u64()), (Some(7), Some(3)));
@@ -170,7 +170,7 @@ async fn each_user_keeps_the_newest_max_conversations() {
     let unread = unread_by_conversation(&app, "acme", "u2").await;
     assert_eq!(unread.len(), 3);
     assert_eq!((unread["c3"], unread["c4"], unread["c5"]), (3, 4, 5));
-    assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 12, "categories": {"chat": 8, "system": 4}, "degraded": false}));
+    assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 12, "muted": 0, "mentions": 0, "categories": {"chat": 8, "system": 4}, "degraded": false}));
     // An old message of a new conversation is dropped at once.
     app.touch(message("acme", "old", 1, 10, "u1", &["u1", "u2"])).await;
     assert!(!unread_by_conversation(&app, "acme", "u2").await.contains_key("old"));

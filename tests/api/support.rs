@@ -308,3 +308,112 @@ pub async fn assert_badge_consistent(app: &App, tenant: &str, user: &str) -> u64
     assert_eq!((total, by_category), (list_sum, list_sum), "badge {badge} vs list {rows:?}");
     total
 }
+
+// Helpers of hostile.rs and isolation.rs: what Redis holds, key by key, and
+// the shape of a refusal.
+
+/// One stored key: its type, its value read by type, its `DUMP` and `PTTL`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredKey {
+    pub kind: String,
+    pub value: Value,
+    pub dump: Vec<u8>,
+    pub pttl: i64,
+}
+
+/// Every key with what it holds, by name.
+pub type KeySpace = std::collections::BTreeMap<String, StoredKey>;
+
+impl RedisServer {
+    /// Every key with its type, full value and `DUMP`.
+    pub fn key_space(&self) -> KeySpace {
+        self.key_space_matching("*")
+    }
+
+    /// The keys of one user (`un:v1:{T:U}:*`) with what they hold.
+    pub fn user_key_space(&self, tenant: &str, user: &str) -> KeySpace {
+        // `{`, `}` are not glob characters; `[`, `*`, `?` never occur in identifiers.
+        self.key_space_matching(&format!("un:v1:{{{tenant}:{user}}}:*"))
+    }
+
+    fn key_space_matching(&self, pattern: &str) -> KeySpace {
+        let mut connection = self.connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut connection).unwrap();
+        let mut space = KeySpace::new();
+        for key in keys {
+            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut connection).unwrap();
+            let text = |bytes: Vec<u8>| Value::String(String::from_utf8_lossy(&bytes).into_owned());
+            let value = match kind.as_str() {
+                "string" => text(redis::cmd("GET").arg(&key).query(&mut connection).unwrap()),
+                "hash" => {
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL").arg(&key).query(&mut connection).unwrap();
+                    let mut pairs: Vec<Value> = pairs.into_iter().map(|(f, v)| json!([text(f), text(v)])).collect();
+                    pairs.sort_by_key(|p| p.to_string());
+                    Value::Array(pairs)
+                }
+                "zset" => {
+                    let members: Vec<(Vec<u8>, String)> =
+                        redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES").query(&mut connection).unwrap();
+                    Value::Array(members.into_iter().map(|(m, s)| json!([text(m), s])).collect())
+                }
+                "list" => {
+                    let items: Vec<Vec<u8>> = redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(&mut connection).unwrap();
+                    Value::Array(items.into_iter().map(text).collect())
+                }
+                "set" => {
+                    let mut items: Vec<String> = redis::cmd("SMEMBERS")
+                        .arg(&key)
+                        .query::<Vec<Vec<u8>>>(&mut connection)
+                        .unwrap()
+                        .into_iter()
+                        .map(|m| String::from_utf8_lossy(&m).into_owned())
+                        .collect();
+                    items.sort();
+                    json!(items)
+                }
+                _ => Value::Null, // other types: compared by DUMP alone
+            };
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut connection).unwrap();
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut connection).unwrap();
+            space.insert(key, StoredKey { kind, value, dump, pttl });
+        }
+        space
+    }
+}
+
+/// Panics with the keys added, removed and changed between two snapshots.
+pub fn assert_key_space_unchanged(before: &KeySpace, after: &KeySpace, what: &str) {
+    if before == after {
+        return;
+    }
+    let added: Vec<_> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    let removed: Vec<_> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    let changed: Vec<String> = before
+        .iter()
+        .filter_map(|(k, b)| {
+            let a = after.get(k)?;
+            (a != b).then(|| format!("{k}: {} {} -> {} {}", b.kind, b.value, a.kind, a.value))
+        })
+        .collect();
+    panic!("{what} changed Redis: added {added:?}, removed {removed:?}, changed {changed:#?}");
+}
+
+/// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty}}`,
+/// and a `Content-Length` equal to the body's length.
+pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
+    assert_eq!((answer.status, answer.body["error"]["code"].as_str()), (status, Some(code)), "{what}: {:?}", answer.body);
+    assert!(
+        answer.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: no error message in {:?}",
+        answer.body
+    );
+    assert_eq!(answer.body.as_object().map(|o| o.len()), Some(1), "{what}: only `error` at the top: {:?}", answer.body);
+    assert_eq!(answer.content_length, Some(answer.length), "{what}: Content-Length must match the body");
+}
+
+impl App {
+    /// `host:port` the app listens on, for raw HTTP.
+    pub fn address(&self) -> String {
+        self.base.trim_start_matches("http://").to_string()
+    }
+}

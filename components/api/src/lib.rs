@@ -5,14 +5,16 @@
 mod auth;
 mod body;
 mod ident;
+mod preview;
 mod problem;
 mod render;
 
 pub use auth::{app_principal, service_call};
-pub use body::{json_body, query};
+pub use body::{json_body, json_body_or_empty, query};
 pub use ident::{Category, Identifier, Seq};
+pub use preview::Lockscreen;
 pub use problem::{Problem, require_method};
-pub use render::{BadgeJson, json};
+pub use render::{BadgeJson, ConversationJson, json};
 
 /// The core contract, imported from the `unread:core` WIT package.
 pub mod core {

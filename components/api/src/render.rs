@@ -5,7 +5,8 @@ use bytes::Bytes;
 use serde::Serialize;
 use spin_sdk::http::{HeaderValue, Response, StatusCode};
 
-use crate::core::AppBadge;
+use crate::Problem;
+use crate::core::{AppBadge, Conversation};
 
 /// The body type of every answer.
 pub type Body = spin_sdk::http::FullBody<Bytes>;
@@ -27,11 +28,14 @@ pub fn json_with_status(status: StatusCode, value: &impl Serialize) -> Response<
     response
 }
 
-/// The badge as the API shows it: `{"total": n, "categories": {"chat": n}}`,
-/// plus `"degraded"` where the badge is the whole answer.
+/// The badge as the API shows it: `{"total": n, "muted": n, "mentions": n,
+/// "categories": {"chat": n}}` (categories counting 0 left out), plus
+/// `"degraded"` where the badge is the whole answer.
 #[derive(Serialize)]
 pub struct BadgeJson {
     total: u64,
+    muted: u64,
+    mentions: u64,
     categories: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     degraded: Option<bool>,
@@ -40,13 +44,51 @@ pub struct BadgeJson {
 impl BadgeJson {
     /// The badge inside a larger answer (which says `degraded` itself).
     pub fn nested(badge: AppBadge) -> Self {
-        let categories = badge.categories.into_iter().map(|c| (c.category, c.unread.into())).collect();
-        BadgeJson { total: badge.total, categories, degraded: None }
+        let categories = badge.categories.into_iter().filter(|c| c.unread > 0).map(|c| (c.category, c.unread.into())).collect();
+        BadgeJson { total: badge.total, muted: badge.muted, mentions: badge.mentions, categories, degraded: None }
     }
 
     /// The badge as a whole answer.
     pub fn answer(badge: AppBadge) -> Self {
         let degraded = Some(badge.degraded);
         BadgeJson { degraded, ..BadgeJson::nested(badge) }
+    }
+}
+
+/// One conversation as the list shows it.
+#[derive(Serialize)]
+pub struct ConversationJson {
+    id: String,
+    category: String,
+    unread: u64,
+    mentions: u64,
+    muted: bool,
+    pinned: bool,
+    marked_unread: bool,
+    last_seq: u64,
+    read_seq: u64,
+    ts: u64,
+    preview: Box<serde_json::value::RawValue>,
+}
+
+impl ConversationJson {
+    /// The row with its preview passed through `shape` (the stored JSON
+    /// object text in, the JSON to show out).
+    pub fn new(c: Conversation, shape: impl FnOnce(String) -> String) -> Result<Self, Problem> {
+        let preview = serde_json::value::RawValue::from_string(shape(c.preview))
+            .map_err(|_| Problem::unavailable("a stored preview is not JSON"))?;
+        Ok(ConversationJson {
+            id: c.id,
+            category: c.category,
+            unread: c.unread,
+            mentions: c.mentions,
+            muted: c.muted,
+            pinned: c.pinned,
+            marked_unread: c.marked_unread,
+            last_seq: c.last_seq,
+            read_seq: c.read_seq,
+            ts: c.ts,
+            preview,
+        })
     }
 }

@@ -1,9 +1,10 @@
-//! `GET /v1/badge` (JWT): the app-icon number, per category.
+//! `GET /v1/badge?category=` (JWT): the app-icon number, per category; with
+//! `category`, the badge of that category alone.
 
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, BadgeJson, app_principal, json, query, require_method};
+use unread_api::{Answer, BadgeJson, Category, Problem, app_principal, json, query, require_method};
 
 #[http_service]
 async fn badge(request: Request) -> impl spin_sdk::http::IntoResponse {
@@ -13,6 +14,9 @@ async fn badge(request: Request) -> impl spin_sdk::http::IntoResponse {
 async fn handle(request: Request) -> Answer {
     require_method(&request, Method::GET)?;
     let who = app_principal(&request).await?;
-    query(&request, &[])?;
-    Ok(json(&BadgeJson::answer(counts::badge(who).await?)))
+    let mut only = None;
+    for (_, value) in query(&request, &["category"])? {
+        only = Some(Category::parse(&value).map_err(|e| Problem::bad_request("invalid_query", e))?.into_string());
+    }
+    Ok(json(&BadgeJson::answer(counts::badge(who, only).await?)))
 }

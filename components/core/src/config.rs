@@ -7,6 +7,11 @@ pub async fn max_conversations() -> Result<u32, Error> {
     positive("max_conversations", 100).await
 }
 
+/// The per-user cap on pinned conversations (`max_pins`, default 5).
+pub async fn max_pins() -> Result<u32, Error> {
+    positive("max_pins", 5).await
+}
+
 /// Drift above this (per conversation) is logged as a warning
 /// (`drift_alert_threshold`, default 0: every drift is logged).
 pub async fn drift_alert_threshold() -> Result<u32, Error> {

@@ -7,6 +7,7 @@
 //! cannot give them ([`degraded`]); [`reconcile`] corrects Redis from it.
 
 mod cached;
+mod clear;
 mod config;
 mod degraded;
 mod reconcile;
@@ -16,7 +17,10 @@ mod scripts;
 mod sql;
 
 use bindings::exports::unread::core::counts::Guest;
-use bindings::unread::core::types::{AppBadge, Error, Message, Page, Principal, ReadState, ReconcileReport, ReconcileScope};
+use bindings::unread::core::types::{
+    AppBadge, ClearReport, ConversationFlag, ConversationState, Error, Message, Page, Principal, ReadState, ReconcileReport,
+    UserScope,
+};
 use reply::Loaded;
 use scripts::Script;
 
@@ -39,10 +43,8 @@ impl Guest for Core {
         check_exact(message.seq, "seq")?;
         check_exact(message.ts.saturating_mul(1000) + 999, "ts")?;
         let max_conversations = config::max_conversations().await?;
-        // The sender's cursor is truth too: without it a reconcile would count
-        // the sender's own message.
-        if let (Some(url), Some(sender)) = (sql::configured().await, &message.sender) {
-            sql::advance_cursor(&url, &message.tenant, sender, &message.conversation, message.seq).await?;
+        if let Some(url) = sql::configured().await {
+            record_in_truth(&url, &message).await?;
         }
         let mut args = vec![
             message.tenant,
@@ -53,7 +55,10 @@ impl Guest for Core {
             message.preview,
             max_conversations.to_string(),
             message.sender.clone().unwrap_or_default(),
+            flag(message.mention_all),
+            message.mentions.len().to_string(),
         ];
+        args.extend(message.mentions);
         args.extend(members_with_sender(message.members, message.sender));
         reply::touch(redis::eval(Script::Touch, args).await?)
     }
@@ -77,23 +82,94 @@ impl Guest for Core {
         or_from_truth(answer, store, |url, version| async move { degraded::read_state(&url, &who, &conversation, seq, version).await }).await
     }
 
-    async fn list(who: Principal, limit: u32, cursor: Option<String>) -> Result<Page, Error> {
+    async fn list(who: Principal, limit: u32, cursor: Option<String>, category: Option<String>) -> Result<Page, Error> {
         let after = cursor.as_deref().map(parse_cursor).transpose()?;
         let store = sql::configured().await;
-        let (score, conversation) = after.clone().map(|(s, c)| (s.to_string(), c)).unwrap_or_default();
-        let args = vec![who.tenant.clone(), who.user.clone(), limit.to_string(), score, conversation, require_loaded(&store)];
+        let (section, score, conversation) = match &after {
+            Some(a) => (a.section.to_string(), a.score.to_string(), a.conversation.clone()),
+            None => Default::default(),
+        };
+        let args = vec![
+            who.tenant.clone(),
+            who.user.clone(),
+            limit.to_string(),
+            section,
+            score,
+            conversation,
+            category.clone().unwrap_or_default(),
+            require_loaded(&store),
+        ];
         let answer = redis::eval(Script::List, args).await.and_then(reply::page);
-        or_from_truth(answer, store, |url, version| async move { degraded::page(&url, &who, limit, after, version).await }).await
+        or_from_truth(answer, store, |url, version| async move {
+            degraded::page(&url, &who, limit, after, category, version).await
+        })
+        .await
     }
 
-    async fn badge(who: Principal) -> Result<AppBadge, Error> {
+    async fn set_flag(who: Principal, conversation: String, flag: ConversationFlag) -> Result<ConversationState, Error> {
+        let store = sql::configured().await;
+        let max_pins = config::max_pins().await?;
+        let (setting, letter, on) = match flag {
+            ConversationFlag::Muted(on) => (sql::Setting::Muted, "m", on),
+            ConversationFlag::Pinned(on) => (sql::Setting::Pinned, "p", on),
+            ConversationFlag::MarkedUnread => (sql::Setting::MarkedUnread, "u", true),
+        };
+        if let Some(url) = &store {
+            sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, on).await?;
+        }
+        let args = vec![
+            who.tenant.clone(),
+            who.user.clone(),
+            conversation.clone(),
+            letter.to_string(),
+            self::flag(on),
+            max_pins.to_string(),
+            require_loaded(&store),
+        ];
+        let mut answer = redis::eval(Script::SetFlag, args.clone()).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
+        if let (Ok(Loaded::Miss(_)), Some(url)) = (&answer, &store) {
+            // Not loaded: load the user from the truth (which has the flag), then answer.
+            reconcile::check(url, &who.tenant, std::slice::from_ref(&who.user), config::max_conversations().await?).await?;
+            answer = redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
+        }
+        match (answer, &store) {
+            (Ok(Loaded::Ready(state)), _) => Ok(state),
+            // Refused: the truth must not keep what Redis refused.
+            (Err(refused @ (Error::UnknownConversation(_) | Error::TooManyPins(_))), Some(url)) => {
+                sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, false).await?;
+                Err(refused)
+            }
+            (Ok(Loaded::Miss(_)), _) => Err(reply::malformed()),
+            (Err(error), _) => Err(error),
+        }
+    }
+
+    async fn recall(tenant: String, conversation: String, seq: u64, members: Vec<String>) -> Result<u32, Error> {
+        check_exact(seq, "seq")?;
+        if let Some(url) = sql::configured().await {
+            sql::record_recall(&url, &tenant, &conversation, seq).await?;
+        }
+        let mut args = vec![tenant, conversation, seq.to_string()];
+        args.extend(members_with_sender(members, None));
+        reply::count(redis::eval(Script::Recall, args).await?)
+    }
+
+    async fn clear_category(tenant: String, scope: UserScope, category: String, dry_run: bool) -> Result<ClearReport, Error> {
+        clear::run(sql::configured().await, &tenant, scope, &category, dry_run).await
+    }
+
+    async fn badge(who: Principal, category: Option<String>) -> Result<AppBadge, Error> {
         let store = sql::configured().await;
         let args = vec![who.tenant.clone(), who.user.clone(), require_loaded(&store)];
         let answer = redis::eval(Script::Badge, args).await.and_then(reply::badge_only);
-        or_from_truth(answer, store, |url, version| async move { degraded::badge(&url, &who, version).await }).await
+        let badge = or_from_truth(answer, store, |url, version| async move { degraded::badge(&url, &who, version).await }).await?;
+        Ok(match category {
+            Some(only) => reply::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded),
+            None => badge,
+        })
     }
 
-    async fn reconcile(tenant: String, scope: ReconcileScope) -> Result<ReconcileReport, Error> {
+    async fn reconcile(tenant: String, scope: UserScope) -> Result<ReconcileReport, Error> {
         let url = sql::configured().await.ok_or_else(no_sql_store)?;
         reconcile::run(&url, &tenant, scope).await
     }
@@ -109,6 +185,21 @@ impl Guest for Core {
 }
 
 bindings::export!(Core with_types_in bindings);
+
+/// What a touch adds to the truth besides the message the app stored: the
+/// sender's read cursor (else a reconcile would count the sender's own
+/// message) and who the message mentions.
+async fn record_in_truth(url: &str, message: &Message) -> Result<(), Error> {
+    if let Some(sender) = &message.sender {
+        sql::advance_cursor(url, &message.tenant, sender, &message.conversation, message.seq).await?;
+    }
+    let mut mentioned = message.mentions.clone();
+    if message.mention_all {
+        mentioned.push("*".into());
+    }
+    let sender = message.sender.as_deref().unwrap_or_default();
+    sql::record_mentions(url, &message.tenant, &message.conversation, message.seq, sender, &mentioned).await
+}
 
 /// Redis's answer; with a SQL store, the truth's when Redis did not have the
 /// user (`version`: rebuild it) or could not be reached.
@@ -133,6 +224,10 @@ fn check_exact(value: u64, field: &str) -> Result<(), Error> {
     Ok(())
 }
 
+fn flag(on: bool) -> String {
+    if on { "1" } else { "0" }.to_string()
+}
+
 /// With a SQL store, a user whose Redis state was never loaded is a miss.
 fn require_loaded(store: &Option<String>) -> String {
     if store.is_some() { "1" } else { "0" }.to_string()
@@ -148,11 +243,26 @@ fn members_with_sender(members: Vec<String>, sender: Option<String>) -> Vec<Stri
     members.into_iter().chain(sender).filter(|m| seen.insert(m.clone())).collect()
 }
 
-/// A list cursor is `<score>.<conversation>` of the last row served (URL-safe
-/// as it is; the score has no dot).
-fn parse_cursor(cursor: &str) -> Result<(u64, String), Error> {
+/// Where a list page ends: `<section>.<score>.<conversation>` of the last
+/// row served (section 1: pinned; URL-safe as it is).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListCursor {
+    pub section: u8,
+    pub score: u64,
+    pub conversation: String,
+}
+
+fn parse_cursor(cursor: &str) -> Result<ListCursor, Error> {
     let invalid = || Error::Invalid("cursor is not one this service issued".into());
-    let (score, conversation) = cursor.split_once('.').ok_or_else(invalid)?;
+    let mut parts = cursor.splitn(3, '.');
+    let (Some(section), Some(score), Some(conversation)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(invalid());
+    };
+    let section = match section {
+        "0" => 0,
+        "1" => 1,
+        _ => return Err(invalid()),
+    };
     if score.is_empty() || !score.bytes().all(|b| b.is_ascii_digit()) || conversation.is_empty() {
         return Err(invalid());
     }
@@ -160,5 +270,19 @@ fn parse_cursor(cursor: &str) -> Result<(u64, String), Error> {
     if score > MAX_EXACT {
         return Err(invalid());
     }
-    Ok((score, conversation.to_string()))
+    Ok(ListCursor { section, score, conversation: conversation.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_name_section_score_and_conversation() {
+        let cursor = parse_cursor("1.1764460800123017.c.42").unwrap();
+        assert_eq!(cursor, ListCursor { section: 1, score: 1764460800123017, conversation: "c.42".into() });
+        for bad in ["", "1", "2.5.c", "0..c", "0.5.", "0.x.c", "0.9007199254740992.c"] {
+            assert!(parse_cursor(bad).is_err(), "{bad}");
+        }
+    }
 }

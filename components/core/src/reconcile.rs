@@ -7,7 +7,7 @@
 //! again, so a rewrite never undoes a touch or mark-read that the truth read
 //! did not see.
 
-use crate::bindings::unread::core::types::{Error, ReconcileReport, ReconcileScope};
+use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::redis;
 use crate::reply::{self, Rebuilt};
 use crate::scripts::Script;
@@ -22,10 +22,10 @@ const WALK_BATCH: u32 = 200;
 const ATTEMPTS: usize = 3;
 
 /// Checks the users of `scope`.
-pub async fn run(url: &str, tenant: &str, scope: ReconcileScope) -> Result<ReconcileReport, Error> {
+pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileReport, Error> {
     let (users, next_cursor) = match scope {
-        ReconcileScope::Users(users) => (users, None),
-        ReconcileScope::Walk(after) => {
+        UserScope::Users(users) => (users, None),
+        UserScope::Walk(after) => {
             let users = sql::members_after(url, tenant, after.as_deref().unwrap_or(""), WALK_BATCH).await?;
             let next = (users.len() == WALK_BATCH as usize).then(|| users.last().cloned()).flatten();
             (users, next)
@@ -47,13 +47,13 @@ pub async fn run(url: &str, tenant: &str, scope: ReconcileScope) -> Result<Recon
 }
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.
-async fn check(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<Rebuilt>, Error> {
+pub async fn check(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<Rebuilt>, Error> {
     let mut pending: Vec<String> = users.to_vec();
     let mut done = Vec::new();
     for attempt in 1..=ATTEMPTS {
         let mut args = vec![tenant.to_string()];
         args.extend(pending.iter().cloned());
-        let versions = reply::versions(redis::eval(Script::Versions, args).await?)?;
+        let versions = reply::texts(redis::eval(Script::Versions, args).await?)?;
         let truth = sql::truth(url, tenant, &pending, max_conversations).await?;
         let users: Vec<(String, String)> = pending.iter().cloned().zip(versions).collect();
         let mut moved = Vec::new();
@@ -85,11 +85,19 @@ pub async fn rebuild(tenant: &str, users: &[(String, String)], truth: &[TruthRow
                 row.last_seq.to_string(),
                 row.read_seq.to_string(),
                 row.ts.to_string(),
+                row.flags(),
+                seqs(&row.mentions),
+                seqs(&row.recalled),
                 row.preview.clone(),
             ]);
         }
     }
     reply::rebuilt(redis::eval(Script::Rebuild, args).await?)
+}
+
+/// Seqs as the scripts store them: comma-separated.
+fn seqs(list: &[u64]) -> String {
+    list.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// One warning line per conversation whose drift is above the threshold.

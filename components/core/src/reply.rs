@@ -2,7 +2,9 @@
 
 use spin_sdk::redis::RedisResult;
 
-use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation, Error, Page, ReadState};
+use crate::bindings::unread::core::types::{
+    AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, ReadState,
+};
 
 /// What a read gives when a SQL store backs Redis.
 pub enum Loaded<T> {
@@ -54,7 +56,9 @@ impl Reply {
             let category = self.text()?;
             // A category field may hold 0 while it still has conversations.
             let unread = self.signed()?.max(0) as u64;
-            categories.push(CategoryUnread { category, unread });
+            let muted = self.signed()?.max(0) as u64;
+            let mentions = self.signed()?.max(0) as u64;
+            categories.push(CategoryUnread { category, unread, muted, mentions });
         }
         Ok(badge_of(categories, false))
     }
@@ -77,16 +81,33 @@ impl Reply {
         let read_seq = self.number()?;
         let ts = self.number()?;
         let preview = self.text()?;
-        Ok(Conversation { id, category, unread: last_seq.saturating_sub(read_seq), last_seq, read_seq, ts, preview })
+        let unread = self.number()?;
+        let mentions = self.number()?;
+        let flags = self.text()?;
+        Ok(Conversation {
+            id,
+            category,
+            unread,
+            last_seq,
+            read_seq,
+            ts,
+            preview,
+            mentions,
+            muted: flags.contains('m'),
+            pinned: flags.contains('p'),
+            marked_unread: flags.contains('u'),
+        })
     }
 }
 
-/// The badge of per-category sums: `total` is their sum.
+/// The badge of per-category sums: `total`, `muted` and `mentions` are their sums.
 pub fn badge_of(mut categories: Vec<CategoryUnread>, degraded: bool) -> AppBadge {
-    categories.retain(|c| c.unread > 0);
+    categories.retain(|c| c.unread > 0 || c.muted > 0 || c.mentions > 0);
     categories.sort_by(|a, b| a.category.cmp(&b.category));
     let total = categories.iter().map(|c| c.unread).sum();
-    AppBadge { total, categories, degraded }
+    let muted = categories.iter().map(|c| c.muted).sum();
+    let mentions = categories.iter().map(|c| c.mentions).sum();
+    AppBadge { total, muted, mentions, categories, degraded }
 }
 
 /// A script answered something it never sends.
@@ -110,13 +131,45 @@ pub fn touch(values: Vec<RedisResult>) -> Result<bool, Error> {
     }
 }
 
-/// `{'ok'|'early', read_seq, unread, badge...}` or a miss.
+/// `{'ok'|'early', read_seq, unread, mentions, badge...}` or a miss.
 pub fn read_state(conversation: String, values: Vec<RedisResult>) -> Result<Loaded<ReadState>, Error> {
     Reply::new(values).loaded(|reply| {
         let read_seq = reply.number()?;
         let unread = reply.number()?;
-        Ok(ReadState { conversation, read_seq, unread, badge: reply.badge()? })
+        let mentions = reply.number()?;
+        Ok(ReadState { conversation, read_seq, unread, mentions, badge: reply.badge()? })
     })
+}
+
+/// `{'ok', row..., badge...}`, `{'unknown'}`, `{'too_many_pins'}` or a miss.
+pub fn conversation_state(conversation: &str, max_pins: u32, values: Vec<RedisResult>) -> Result<Loaded<ConversationState>, Error> {
+    let mut reply = Reply::new(values);
+    match reply.status()?.as_str() {
+        "miss" => Ok(Loaded::Miss(reply.text()?)),
+        "unknown" => Err(Error::UnknownConversation(format!("no conversation {conversation:?} for this user"))),
+        "too_many_pins" => Err(Error::TooManyPins(max_pins)),
+        "ok" => {
+            let conversation = reply.conversation()?;
+            Ok(Loaded::Ready(ConversationState { conversation, badge: reply.badge()? }))
+        }
+        _ => Err(malformed()),
+    }
+}
+
+/// Per user of a category inventory: (user, [(conversation, last_seq, unread)]).
+pub type Inventory = Vec<(String, Vec<(String, u64, u64)>)>;
+
+/// Per user: user, n, n × (conversation, last_seq, unread).
+pub fn inventory(values: Vec<RedisResult>) -> Result<Inventory, Error> {
+    let mut reply = Reply::new(values);
+    let mut users = Vec::new();
+    while reply.0.len() > 0 {
+        let user = reply.text()?;
+        let n = reply.number()?;
+        let rows = (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+        users.push((user, rows));
+    }
+    Ok(users)
 }
 
 /// `{'ok', next_cursor, badge..., count, rows...}` or a miss.
@@ -141,14 +194,14 @@ pub fn count(values: Vec<RedisResult>) -> Result<u32, Error> {
     u32::try_from(n).map_err(|_| malformed())
 }
 
-/// One version per user asked for.
-pub fn versions(values: Vec<RedisResult>) -> Result<Vec<String>, Error> {
+/// A flat list of texts (users' versions, a walk's cursor and users).
+pub fn texts(values: Vec<RedisResult>) -> Result<Vec<String>, Error> {
     let mut reply = Reply::new(values);
-    let mut versions = Vec::new();
+    let mut texts = Vec::new();
     while reply.0.len() > 0 {
-        versions.push(reply.text()?);
+        texts.push(reply.text()?);
     }
-    Ok(versions)
+    Ok(texts)
 }
 
 /// What the rebuild script did for one user.

@@ -12,6 +12,11 @@ pub enum Script {
     Versions,
     Rebuild,
     Delete,
+    SetFlag,
+    Recall,
+    CategoryInventory,
+    ClearCategory,
+    WalkUsers,
 }
 
 /// A script's full source and the SHA1 that `EVALSHA` names it by.
@@ -33,6 +38,11 @@ static BADGE: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/
 static VERSIONS: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/versions.lua")));
 static REBUILD: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/rebuild.lua")));
 static DELETE: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/delete.lua")));
+static SET_FLAG: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/set_flag.lua")));
+static RECALL: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/recall.lua")));
+static CATEGORY_INVENTORY: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/category_inventory.lua")));
+static CLEAR_CATEGORY: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/clear_category.lua")));
+static WALK_USERS: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/walk_users.lua")));
 
 impl Source {
     fn new(text: &'static str) -> Self {
@@ -51,6 +61,11 @@ impl Script {
             Script::Versions => &VERSIONS,
             Script::Rebuild => &REBUILD,
             Script::Delete => &DELETE,
+            Script::SetFlag => &SET_FLAG,
+            Script::Recall => &RECALL,
+            Script::CategoryInventory => &CATEGORY_INVENTORY,
+            Script::ClearCategory => &CLEAR_CATEGORY,
+            Script::WalkUsers => &WALK_USERS,
         }
     }
 }

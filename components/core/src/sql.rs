@@ -12,29 +12,8 @@ use spin_sdk::{mysql, pg};
 use crate::Error;
 use crate::cached::{Slot, with_connection};
 
-/// One conversation of one user, as the truth has it.
-#[derive(Clone, Debug)]
-pub struct TruthRow {
-    pub user: String,
-    pub conversation: String,
-    pub category: String,
-    pub last_seq: u64,
-    pub read_seq: u64,
-    pub ts: u64,
-    /// Compact JSON object text, as touch stores it.
-    pub preview: String,
-}
-
-impl TruthRow {
-    pub fn unread(&self) -> u64 {
-        self.last_seq.saturating_sub(self.read_seq)
-    }
-
-    /// The list score, as the scripts compute it (seed 000).
-    pub fn score(&self) -> u64 {
-        self.ts * 1000 + self.last_seq % 1000
-    }
-}
+mod truth;
+pub use truth::{TruthRow, truth};
 
 enum Store {
     Mysql(mysql::Connection),
@@ -67,30 +46,65 @@ pub async fn configured() -> Option<String> {
 
 /// Moves a read cursor forward in SQL (never back): `GREATEST`.
 pub async fn advance_cursor(url: &str, tenant: &str, user: &str, conversation: &str, seq: u64) -> Result<(), Error> {
-    let params = vec![text(tenant), text(user), text(conversation), Param::Int(seq as i64), Param::Int(now_ms())];
-    execute(url, advance_statement, params).await
+    advance_cursors(url, tenant, &[(user.to_string(), conversation.to_string(), seq)]).await
 }
 
-/// Removes a conversation's read cursors (it was deleted).
+/// Moves many (user, conversation, seq) read cursors forward in one
+/// statement; a mark-unread flag goes with any read.
+pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)]) -> Result<(), Error> {
+    if cursors.is_empty() {
+        return Ok(());
+    }
+    let now = now_ms();
+    let params = cursors
+        .iter()
+        .flat_map(|(user, conversation, seq)| [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)])
+        .collect();
+    execute(url, |store| advance_statement(store, cursors.len()), params).await
+}
+
+/// Removes everything unread recorded of a conversation (it was deleted).
 pub async fn forget_conversation(url: &str, tenant: &str, conversation: &str) -> Result<(), Error> {
-    let params = vec![text(tenant), text(conversation)];
-    let statement = |store: &Store| {
-        format!("DELETE FROM unread_read_cursors WHERE tenant = {} AND conversation = {}", store.placeholder(1), store.placeholder(2))
-    };
+    for table in ["unread_read_cursors", "unread_recalls", "unread_mentions"] {
+        let statement = |store: &Store| {
+            format!("DELETE FROM {table} WHERE tenant = {} AND conversation = {}", store.placeholder(1), store.placeholder(2))
+        };
+        execute(url, statement, vec![text(tenant), text(conversation)]).await?;
+    }
+    Ok(())
+}
+
+/// A per-user setting of a conversation: a column of `unread_read_cursors`.
+#[derive(Clone, Copy, Debug)]
+pub enum Setting {
+    Muted,
+    Pinned,
+    MarkedUnread,
+}
+
+/// Sets one of a user's settings of a conversation.
+pub async fn set_setting(url: &str, tenant: &str, user: &str, conversation: &str, setting: Setting, on: bool) -> Result<(), Error> {
+    let params = vec![text(tenant), text(user), text(conversation), Param::Int(on.into()), Param::Int(now_ms())];
+    execute(url, |store| setting_statement(store, setting), params).await
+}
+
+/// Records who a message mentions (`*`: every member but the sender).
+pub async fn record_mentions(url: &str, tenant: &str, conversation: &str, seq: u64, sender: &str, users: &[String]) -> Result<(), Error> {
+    if users.is_empty() {
+        return Ok(());
+    }
+    let params = users
+        .iter()
+        .flat_map(|user| [text(tenant), text(conversation), Param::Int(seq as i64), text(user), text(sender)])
+        .collect();
+    let statement = |store: &Store| insert_new(store, "unread_mentions (tenant, conversation, seq, user_id, sender)", 5, users.len());
     execute(url, statement, params).await
 }
 
-/// The newest `max_conversations` conversations of each of `users`, with
-/// their read cursors: the truth to compare Redis with.
-pub async fn truth(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<TruthRow>, Error> {
-    if users.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut params = vec![text(tenant)];
-    params.extend(users.iter().map(|u| text(u)));
-    params.push(Param::Int(max_conversations.into()));
-    let rows = query(url, |store| truth_statement(store, users.len()), params).await?;
-    rows.into_iter().map(truth_row).collect()
+/// Records a recalled message.
+pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64) -> Result<(), Error> {
+    let params = vec![text(tenant), text(conversation), Param::Int(seq as i64)];
+    execute(url, |store| insert_new(store, "unread_recalls (tenant, conversation, seq)", 3, 1), params).await
 }
 
 /// The next `limit` users of a tenant with a membership, after `after`.
@@ -137,44 +151,66 @@ fn malformed(what: &str) -> Error {
     Error::Unavailable(format!("sql: unexpected value for {what}"))
 }
 
-fn advance_statement(store: &Store) -> String {
+/// `rows` parenthesised groups of `columns` placeholders.
+fn value_rows(store: &Store, columns: usize, rows: usize) -> String {
+    (0..rows)
+        .map(|r| format!("({})", (1..=columns).map(|c| store.placeholder(r * columns + c)).collect::<Vec<_>>().join(", ")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn advance_statement(store: &Store, rows: usize) -> String {
+    let values = value_rows(store, 5, rows);
     match store {
         // updated_at first: MySQL assigns left to right.
-        Store::Mysql(_) => "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, updated_at) \
-             VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
-             updated_at = IF(VALUES(read_seq) > read_seq, VALUES(updated_at), updated_at), \
-             read_seq = GREATEST(read_seq, VALUES(read_seq))"
-            .into(),
-        Store::Postgres(_) => "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
-             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), \
-             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq THEN EXCLUDED.updated_at ELSE c.updated_at END"
-            .into(),
+        Store::Mysql(_) => format!(
+            "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, updated_at) \
+             VALUES {values} ON DUPLICATE KEY UPDATE \
+             updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread = 1, VALUES(updated_at), updated_at), \
+             read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = 0"
+        ),
+        Store::Postgres(_) => format!(
+            "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) \
+             VALUES {values} ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
+             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = 0, \
+             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread = 1 \
+               THEN EXCLUDED.updated_at ELSE c.updated_at END"
+        ),
     }
 }
 
-fn truth_statement(store: &Store, users: usize) -> String {
-    let user_list = (0..users).map(|i| store.placeholder(i + 2)).collect::<Vec<_>>().join(", ");
-    let (as_text, as_key) = match store {
-        Store::Mysql(_) => ("CAST(h.preview AS CHAR)", "CAST(m.user_id AS BINARY)"),
-        Store::Postgres(_) => ("h.preview::text", "m.user_id"),
+/// Upserts one setting; a new row starts with read cursor 0.
+fn setting_statement(store: &Store, setting: Setting) -> String {
+    let column = match setting {
+        Setting::Muted => "muted",
+        Setting::Pinned => "pinned",
+        Setting::MarkedUnread => "marked_unread",
     };
-    format!(
-        "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq FROM (\
-           SELECT {as_key} AS user_id, h.conversation AS conversation, h.category AS category, \
-                  h.last_seq AS last_seq, h.last_ts AS last_ts, {as_text} AS preview, \
-                  COALESCE(r.read_seq, 0) AS read_seq, \
-                  ROW_NUMBER() OVER (PARTITION BY m.user_id \
-                    ORDER BY h.last_ts * 1000 + MOD(h.last_seq, 1000) DESC, h.conversation DESC) AS rn \
-           FROM unread_memberships m \
-           JOIN unread_conversation_heads h ON h.tenant = m.tenant AND h.conversation = m.conversation \
-           LEFT JOIN unread_read_cursors r \
-             ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
-           WHERE m.tenant = {tenant} AND m.user_id IN ({user_list}) AND h.last_seq > 0\
-         ) t WHERE rn <= {max}",
-        tenant = store.placeholder(1),
-        max = store.placeholder(users + 2),
-    )
+    let flag = match store {
+        Store::Mysql(_) => "?".to_string(),
+        // The parameter is an int8; the column a smallint.
+        Store::Postgres(_) => "CAST(CAST($4 AS BIGINT) AS SMALLINT)".to_string(),
+    };
+    let [tenant, user, conversation, updated_at] = [1, 2, 3, 5].map(|n| store.placeholder(n));
+    let insert = format!(
+        "INSERT INTO unread_read_cursors (tenant, user_id, conversation, {column}, updated_at) \
+         VALUES ({tenant}, {user}, {conversation}, {flag}, {updated_at})"
+    );
+    match store {
+        Store::Mysql(_) => format!("{insert} ON DUPLICATE KEY UPDATE {column} = VALUES({column}), updated_at = VALUES(updated_at)"),
+        Store::Postgres(_) => format!(
+            "{insert} ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = EXCLUDED.updated_at"
+        ),
+    }
+}
+
+/// Inserts rows, leaving those already there.
+fn insert_new(store: &Store, table_and_columns: &str, columns: usize, rows: usize) -> String {
+    let values = value_rows(store, columns, rows);
+    match store {
+        Store::Mysql(_) => format!("INSERT IGNORE INTO {table_and_columns} VALUES {values}"),
+        Store::Postgres(_) => format!("INSERT INTO {table_and_columns} VALUES {values} ON CONFLICT DO NOTHING"),
+    }
 }
 
 fn walk_statement(store: &Store) -> String {
@@ -186,41 +222,6 @@ fn walk_statement(store: &Store) -> String {
              WHERE tenant = $1 AND user_id > $2 ORDER BY user_id LIMIT $3"
             .into(),
     }
-}
-
-fn truth_row(row: Vec<Value>) -> Result<TruthRow, Error> {
-    let mut values = row.into_iter();
-    let mut next_text = |what: &str| match values.next() {
-        Some(Value::Text(t)) => Ok(t),
-        _ => Err(malformed(what)),
-    };
-    let user = next_text("user_id")?;
-    let conversation = next_text("conversation")?;
-    let category = next_text("category")?;
-    let mut numbers = values.by_ref().take(2).map(|v| match v {
-        Value::Int(n) if n >= 0 => Ok(n as u64),
-        _ => Err(malformed("last_seq / last_ts")),
-    });
-    let last_seq = numbers.next().ok_or_else(|| malformed("last_seq"))??;
-    let ts = numbers.next().ok_or_else(|| malformed("last_ts"))??;
-    let preview = match values.next() {
-        Some(Value::Text(t)) => compact_preview(&t),
-        Some(Value::Null) => "{}".to_string(),
-        _ => return Err(malformed("preview")),
-    };
-    let read_seq = match values.next() {
-        Some(Value::Int(n)) if n >= 0 => n as u64,
-        _ => return Err(malformed("read_seq")),
-    };
-    Ok(TruthRow { user, conversation, category, last_seq, read_seq, ts, preview })
-}
-
-/// The preview as touch stores it: compact JSON (order kept).
-fn compact_preview(text: &str) -> String {
-    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-        .ok()
-        .and_then(|object| serde_json::to_string(&object).ok())
-        .unwrap_or_else(|| "{}".to_string())
 }
 
 impl Store {
@@ -348,14 +349,8 @@ mod tests {
 
     #[test]
     fn migrations_split_into_statements() {
-        assert_eq!(statements(MIGRATION_MYSQL).len(), 1);
-        assert_eq!(statements(MIGRATION_POSTGRES).len(), 2);
+        assert_eq!(statements(MIGRATION_MYSQL).len(), 3);
+        assert_eq!(statements(MIGRATION_POSTGRES).len(), 4);
         assert!(statements(MIGRATION_POSTGRES).iter().all(|s| s.starts_with("CREATE")));
-    }
-
-    #[test]
-    fn previews_are_compacted_like_touch_stores_them() {
-        assert_eq!(compact_preview("{ \"b\": 1,  \"a\": \"x\" }"), r#"{"b":1,"a":"x"}"#);
-        assert_eq!(compact_preview("not json"), "{}");
     }
 }

@@ -1,25 +1,23 @@
-//! `GET /v1/conversations?limit=&cursor=` (JWT): the conversation list,
-//! newest first, with unread numbers, previews and the badge.
+//! `GET /v1/conversations?limit=&cursor=&category=&preview=` (JWT): the
+//! conversation list, pinned first then newest first, with unread numbers,
+//! mentions, flags, previews and the badge. `preview=lockscreen` gives the
+//! trimmed lock-screen form of each preview.
 
-use serde::Serialize;
-use serde_json::value::RawValue;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
-use unread_api::core::{Conversation, counts};
-use unread_api::{Answer, BadgeJson, Problem, app_principal, json, query, require_method};
+use unread_api::core::counts;
+use unread_api::{Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, app_principal, json, query, require_method};
 
 const DEFAULT_LIMIT: u32 = 20;
 const MAX_LIMIT: u32 = 100;
 
-#[derive(Serialize)]
-struct Row {
-    id: String,
-    category: String,
-    unread: u64,
-    last_seq: u64,
-    read_seq: u64,
-    ts: u64,
-    preview: Box<RawValue>,
+/// What the query asks for.
+#[derive(Default)]
+struct Listing {
+    limit: Option<u32>,
+    cursor: Option<String>,
+    category: Option<String>,
+    lockscreen: bool,
 }
 
 #[http_service]
@@ -30,9 +28,19 @@ async fn list(request: Request) -> impl spin_sdk::http::IntoResponse {
 async fn handle(request: Request) -> Answer {
     require_method(&request, Method::GET)?;
     let who = app_principal(&request).await?;
-    let (limit, cursor) = paging(&request)?;
-    let page = counts::list(who, limit, cursor).await?;
-    let rows = page.conversations.into_iter().map(Row::try_from).collect::<Result<Vec<_>, _>>()?;
+    let listing = listing(&request)?;
+    let lockscreen = if listing.lockscreen { Some(lockscreen().await?) } else { None };
+    let page = counts::list(who, listing.limit.unwrap_or(DEFAULT_LIMIT), listing.cursor, listing.category).await?;
+    let rows = page
+        .conversations
+        .into_iter()
+        .map(|c| {
+            ConversationJson::new(c, |preview| match &lockscreen {
+                Some(l) => l.shape(&preview),
+                None => preview,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(json(&serde_json::json!({
         "conversations": rows,
         "next_cursor": page.next_cursor,
@@ -41,29 +49,36 @@ async fn handle(request: Request) -> Answer {
     })))
 }
 
-fn paging(request: &Request) -> Result<(u32, Option<String>), Problem> {
-    let mut limit = DEFAULT_LIMIT;
-    let mut cursor = None;
-    for (name, value) in query(request, &["limit", "cursor"])? {
+fn listing(request: &Request) -> Result<Listing, Problem> {
+    let mut listing = Listing::default();
+    for (name, value) in query(request, &["limit", "cursor", "category", "preview"])? {
         match name.as_str() {
-            "limit" => {
-                limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| Problem::bad_request("invalid_query", format!("limit must be 1-{MAX_LIMIT}")))?
+            "limit" => listing.limit = Some(value.parse().ok().filter(|n| (1..=MAX_LIMIT).contains(n)).ok_or_else(|| invalid(format!("limit must be 1-{MAX_LIMIT}")))?),
+            "cursor" => listing.cursor = Some(value),
+            "category" => listing.category = Some(Category::parse(&value).map_err(invalid)?.into_string()),
+            _ => {
+                listing.lockscreen = match value.as_str() {
+                    "full" => false,
+                    "lockscreen" => true,
+                    _ => return Err(invalid("preview must be full or lockscreen".into())),
+                }
             }
-            _ => cursor = Some(value),
         }
     }
-    Ok((limit, cursor))
+    Ok(listing)
 }
 
-impl TryFrom<Conversation> for Row {
-    type Error = Problem;
+fn invalid(message: String) -> Problem {
+    Problem::bad_request("invalid_query", message)
+}
 
-    fn try_from(c: Conversation) -> Result<Self, Problem> {
-        let preview = RawValue::from_string(c.preview).map_err(|_| Problem::unavailable("a stored preview is not JSON"))?;
-        Ok(Row { id: c.id, category: c.category, unread: c.unread, last_seq: c.last_seq, read_seq: c.read_seq, ts: c.ts, preview })
-    }
+/// The lock-screen form from the `lockscreen_fields` and `preview_text_chars` variables.
+async fn lockscreen() -> Result<Lockscreen, Problem> {
+    let variable = |name: &'static str| async move {
+        spin_sdk::variables::get(name).await.map_err(|e| Problem::unavailable(format!("variable {name}: {e}")))
+    };
+    let fields = variable("lockscreen_fields").await?.split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
+    let chars = variable("preview_text_chars").await?;
+    let text_chars = chars.trim().parse().map_err(|_| Problem::unavailable(format!("variable preview_text_chars is not a whole number: {chars:?}")))?;
+    Ok(Lockscreen { fields, text_chars })
 }

@@ -1,4 +1,5 @@
-//! `POST /v1/mark-read` (JWT): the user has seen everything up to `seq`.
+//! `POST /v1/mark-read` (JWT): the user has seen everything up to `seq`
+//! (and a mark-unread flag goes).
 
 use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
@@ -27,6 +28,7 @@ async fn handle(request: Request) -> Answer {
         "conversation": state.conversation,
         "read_seq": state.read_seq,
         "unread": state.unread,
+        "mentions": state.mentions,
         "degraded": state.badge.degraded,
         "badge": BadgeJson::nested(state.badge),
     })))

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
-use unread_api::core::{ReconcileScope, counts};
+use unread_api::core::{UserScope, counts};
 use unread_api::{Answer, Identifier, Problem, json, json_body, require_method, service_call};
 
 const MAX_USERS: usize = 1000;
@@ -34,8 +34,8 @@ async fn handle(request: Request) -> Answer {
         (Some(users), None) if users.is_empty() || users.len() > MAX_USERS => {
             return Err(Problem::bad_request("invalid_request", format!("users must list 1-{MAX_USERS} users")));
         }
-        (Some(users), None) => ReconcileScope::Users(users.into_iter().map(Identifier::into_string).collect()),
-        (None, cursor) => ReconcileScope::Walk(cursor.map(Identifier::into_string)),
+        (Some(users), None) => UserScope::Users(users.into_iter().map(Identifier::into_string).collect()),
+        (None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
     };
     let report = counts::reconcile(call.tenant.into_string(), scope).await?;
     Ok(json(&serde_json::json!({

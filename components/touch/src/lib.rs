@@ -22,6 +22,10 @@ struct Touch {
     preview: Box<RawValue>,
     #[serde(default)]
     category: Category,
+    #[serde(default)]
+    mentions: Vec<Identifier>,
+    #[serde(default)]
+    mention_all: bool,
 }
 
 #[http_service]
@@ -42,6 +46,9 @@ impl Touch {
         if self.members.is_empty() || self.members.len() > MAX_MEMBERS {
             return Err(Problem::bad_request("invalid_request", format!("members must list 1-{MAX_MEMBERS} users")));
         }
+        if self.mentions.len() > MAX_MEMBERS {
+            return Err(Problem::bad_request("invalid_request", format!("mentions must list at most {MAX_MEMBERS} users")));
+        }
         Ok(Message {
             tenant: self.tenant.into_string(),
             conversation: self.conversation.into_string(),
@@ -51,6 +58,8 @@ impl Touch {
             members: self.members.into_iter().map(Identifier::into_string).collect(),
             preview: compact_object(&self.preview)?,
             category: self.category.into_string(),
+            mentions: self.mentions.into_iter().map(Identifier::into_string).collect(),
+            mention_all: self.mention_all,
         })
     }
 }

@@ -12,7 +12,17 @@ use wac_graph::{CompositionGraph, EncodeOptions, PlugError, plug};
 
 const TARGET: &str = "wasm32-wasip2";
 /// The functions that import the core; other components are copied as built.
-const FUNCTIONS: &[&str] = &["touch", "mark-read", "list", "badge", "reconcile", "delete-conversation"];
+const FUNCTIONS: &[&str] = &[
+    "touch",
+    "mark-read",
+    "list",
+    "badge",
+    "reconcile",
+    "delete-conversation",
+    "conversation-flags",
+    "recall",
+    "clear-category",
+];
 const STANDALONE: &[&str] = &["not-found"];
 
 fn main() -> Result<()> {

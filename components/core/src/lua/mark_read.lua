@@ -1,7 +1,8 @@
 -- The user has seen everything up to seq. ARGV: tenant, user, conversation,
--- seq, max_conversations, require_loaded ('1' with a SQL store). The cursor never moves back; what arrived after seq
--- stays unread (seed 000's clear rule). A cursor ahead of the conversation's
--- first touch is kept in `early` so that the late touch does not count.
+-- seq, max_conversations, require_loaded ('1' with a SQL store). The cursor
+-- never moves back; what arrived after seq stays unread (seed 000's clear
+-- rule); a mark-unread flag goes. A cursor ahead of the conversation's first
+-- touch is kept in `early` so that the late touch does not count.
 
 local tenant, user, conv = ARGV[1], ARGV[2], ARGV[3]
 local seq, max_conversations = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -24,16 +25,15 @@ end
 
 local category = redis.call('HGET', p .. 'dir', conv)
 if not category then
-  return badge_reply(p, {'early', remember_early(), 0})
+  return badge_reply(p, {'early', remember_early(), 0, 0})
 end
 
-local key = conv_key(p, category)
-local last, read, preview = decode_state(redis.call('HGET', key, conv))
-if seq > read then
-  redis.call('HSET', key, conv, encode_state(last, seq, preview))
-  local delta = unread(last, seq) - unread(last, read)
-  if delta ~= 0 then redis.call('HINCRBY', p .. 'badge', category, int(delta)) end
-  bump(p)
-  read = seq
+local st = load_state(p, category, conv)
+local before = counted(st)
+local now = before
+if seq > st.read or has_flag(st, 'u') then
+  st.read = math.max(st.read, seq)
+  set_flag(st, 'u', false)
+  now = save(tenant, user, category, conv, before, st)
 end
-return badge_reply(p, {'ok', read, unread(last, read)})
+return badge_reply(p, {'ok', st.read, now.unread, now.mentions})

@@ -1,13 +1,36 @@
--- unread's own table in a MySQL / MariaDB message store: durable read cursors.
--- Applied by the core (idempotently) the first time an instance connects;
--- safe to run by hand. Identifiers are binary: compared byte for byte, and
--- joinable with the app's views whatever their collation.
+-- unread's own tables in a MySQL / MariaDB message store. Applied by the
+-- core (idempotently) the first time an instance connects; safe to run by
+-- hand. Identifiers are binary: compared byte for byte, and joinable with the
+-- app's views whatever their collation.
+
+-- Each user's read cursor and settings of a conversation.
 CREATE TABLE IF NOT EXISTS unread_read_cursors (
   tenant VARBINARY(64) NOT NULL,
   user_id VARBINARY(64) NOT NULL,
   conversation VARBINARY(64) NOT NULL,
-  read_seq BIGINT NOT NULL,
+  read_seq BIGINT NOT NULL DEFAULT 0,
+  muted SMALLINT NOT NULL DEFAULT 0,
+  pinned SMALLINT NOT NULL DEFAULT 0,
+  marked_unread SMALLINT NOT NULL DEFAULT 0,
   updated_at BIGINT NOT NULL,
   PRIMARY KEY (tenant, user_id, conversation),
   KEY unread_read_cursors_by_conversation (tenant, conversation)
+);
+
+-- Recalled (or deleted) messages: they never count as unread.
+CREATE TABLE IF NOT EXISTS unread_recalls (
+  tenant VARBINARY(64) NOT NULL,
+  conversation VARBINARY(64) NOT NULL,
+  seq BIGINT NOT NULL,
+  PRIMARY KEY (tenant, conversation, seq)
+);
+
+-- Mentions: user_id '*' mentions every member but the sender.
+CREATE TABLE IF NOT EXISTS unread_mentions (
+  tenant VARBINARY(64) NOT NULL,
+  conversation VARBINARY(64) NOT NULL,
+  seq BIGINT NOT NULL,
+  user_id VARBINARY(64) NOT NULL,
+  sender VARBINARY(64) NOT NULL,
+  PRIMARY KEY (tenant, conversation, seq, user_id)
 );

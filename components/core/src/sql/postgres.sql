@@ -1,12 +1,34 @@
--- unread's own table in a PostgreSQL message store: durable read cursors.
--- Applied by the core (idempotently) the first time an instance connects;
--- safe to run by hand.
+-- unread's own tables in a PostgreSQL message store. Applied by the core
+-- (idempotently) the first time an instance connects; safe to run by hand.
+
+-- Each user's read cursor and settings of a conversation.
 CREATE TABLE IF NOT EXISTS unread_read_cursors (
   tenant TEXT NOT NULL,
   user_id TEXT NOT NULL,
   conversation TEXT NOT NULL,
-  read_seq BIGINT NOT NULL,
+  read_seq BIGINT NOT NULL DEFAULT 0,
+  muted SMALLINT NOT NULL DEFAULT 0,
+  pinned SMALLINT NOT NULL DEFAULT 0,
+  marked_unread SMALLINT NOT NULL DEFAULT 0,
   updated_at BIGINT NOT NULL,
   PRIMARY KEY (tenant, user_id, conversation)
 );
 CREATE INDEX IF NOT EXISTS unread_read_cursors_by_conversation ON unread_read_cursors (tenant, conversation);
+
+-- Recalled (or deleted) messages: they never count as unread.
+CREATE TABLE IF NOT EXISTS unread_recalls (
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  PRIMARY KEY (tenant, conversation, seq)
+);
+
+-- Mentions: user_id '*' mentions every member but the sender.
+CREATE TABLE IF NOT EXISTS unread_mentions (
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  user_id TEXT NOT NULL,
+  sender TEXT NOT NULL,
+  PRIMARY KEY (tenant, conversation, seq, user_id)
+);

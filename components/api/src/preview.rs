@@ -1,0 +1,66 @@
+//! The lock-screen form of a preview (seed 000: a notification on a locked
+//! phone shows a trimmed preview): only allow-listed fields, and the text cut
+//! to a number of characters.
+
+use serde_json::{Map, Value};
+
+/// What the lock-screen form keeps.
+pub struct Lockscreen {
+    /// Fields kept as they are.
+    pub fields: Vec<String>,
+    /// `text` is kept, cut to this many characters (an ellipsis marks a cut).
+    pub text_chars: usize,
+}
+
+impl Lockscreen {
+    /// The lock-screen form of a stored preview (a JSON object's text).
+    pub fn shape(&self, preview: &str) -> String {
+        let stored: Map<String, Value> = serde_json::from_str(preview).unwrap_or_default();
+        let mut kept = Map::new();
+        for (name, value) in stored {
+            if name == "text" {
+                if let Value::String(text) = value {
+                    kept.insert(name, Value::String(self.cut(&text)));
+                }
+            } else if self.fields.contains(&name) {
+                kept.insert(name, value);
+            }
+        }
+        Value::Object(kept).to_string()
+    }
+
+    fn cut(&self, text: &str) -> String {
+        match text.char_indices().nth(self.text_chars) {
+            Some((end, _)) => format!("{}…", &text[..end]),
+            None => text.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lockscreen(chars: usize) -> Lockscreen {
+        Lockscreen { fields: vec!["type".into(), "sender_name".into()], text_chars: chars }
+    }
+
+    #[test]
+    fn keeps_allow_listed_fields_and_text_only() {
+        let preview = r#"{"type":"text","sender_name":"Ann","text":"hi","phone":"+1 555","secret":{"a":1}}"#;
+        assert_eq!(lockscreen(40).shape(preview), r#"{"type":"text","sender_name":"Ann","text":"hi"}"#);
+    }
+
+    #[test]
+    fn cuts_text_on_a_character_boundary() {
+        let preview = r#"{"text":"héllo wörld 你好世界"}"#;
+        assert_eq!(lockscreen(14).shape(preview), r#"{"text":"héllo wörld 你好…"}"#);
+        assert_eq!(lockscreen(16).shape(preview), r#"{"text":"héllo wörld 你好世界"}"#);
+        assert_eq!(lockscreen(0).shape(preview), r#"{"text":"…"}"#);
+    }
+
+    #[test]
+    fn a_text_that_is_not_a_string_goes() {
+        assert_eq!(lockscreen(40).shape(r#"{"text":{"rich":true},"type":"card"}"#), r#"{"type":"card"}"#);
+    }
+}

@@ -1,0 +1,57 @@
+//! `POST /v1/admin/clear-category` (service token): marks read everything
+//! of one category, and nothing of another. `{"tenant", "category", "user"}`
+//! or `"users": [...]` (at most 1000), or neither with `"cursor"` to walk
+//! every user of the tenant in batches. `"dry_run": true` reports what would
+//! be cleared and writes nothing.
+
+use serde::Deserialize;
+use spin_sdk::http::{Method, Request};
+use spin_sdk::http_service;
+use unread_api::core::{UserScope, counts};
+use unread_api::{Answer, Category, Identifier, Problem, json, json_body, require_method, service_call};
+
+const MAX_USERS: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Clear {
+    tenant: Identifier,
+    category: Category,
+    user: Option<Identifier>,
+    users: Option<Vec<Identifier>>,
+    cursor: Option<Identifier>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[http_service]
+async fn clear_category(request: Request) -> impl spin_sdk::http::IntoResponse {
+    unread_api::respond(handle(request).await)
+}
+
+async fn handle(request: Request) -> Answer {
+    require_method(&request, Method::POST)?;
+    service_call(&request).await?;
+    let clear: Clear = json_body(request).await?;
+    let scope = match (clear.user, clear.users, clear.cursor) {
+        (Some(user), None, None) => UserScope::Users(vec![user.into_string()]),
+        (None, Some(users), None) if !users.is_empty() && users.len() <= MAX_USERS => {
+            UserScope::Users(users.into_iter().map(Identifier::into_string).collect())
+        }
+        (None, Some(_), None) => return Err(invalid(format!("users must list 1-{MAX_USERS} users"))),
+        (None, None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
+        _ => return Err(invalid("give one of user, users or cursor".into())),
+    };
+    let report = counts::clear_category(clear.tenant.into_string(), scope, clear.category.into_string(), clear.dry_run).await?;
+    Ok(json(&serde_json::json!({
+        "dry_run": clear.dry_run,
+        "users": report.users,
+        "conversations": report.conversations,
+        "unread": report.unread,
+        "next_cursor": report.next_cursor,
+    })))
+}
+
+fn invalid(message: String) -> Problem {
+    Problem::bad_request("invalid_request", message)
+}
