@@ -62,8 +62,9 @@ impl TruthRow {
     }
 }
 
-/// The newest `max_conversations` conversations of each of `users`, with
-/// their read cursors, settings, mentions and recalls.
+/// The `max_conversations` conversations each of `users` keeps (pinned
+/// ones, then the newest, as the scripts trim), with their read cursors,
+/// settings, mentions and recalls.
 pub async fn truth(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<TruthRow>, Error> {
     if users.is_empty() {
         return Ok(Vec::new());
@@ -144,8 +145,8 @@ fn heads_statement(store: &Store, users: usize) -> String {
                   h.last_seq AS last_seq, h.last_ts AS last_ts, {as_text} AS preview, \
                   COALESCE(r.read_seq, 0) AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
-                  ROW_NUMBER() OVER (PARTITION BY m.user_id \
-                    ORDER BY h.last_ts * 1000 + MOD(h.last_seq, 1000) DESC, h.conversation DESC) AS rn \
+                  ROW_NUMBER() OVER (PARTITION BY m.user_id ORDER BY COALESCE(r.pinned, 0) DESC, \
+                    h.last_ts * 1000 + MOD(h.last_seq, 1000) DESC, h.conversation DESC) AS rn \
            FROM unread_memberships m \
            JOIN unread_conversation_heads h ON h.tenant = m.tenant AND h.conversation = m.conversation \
            LEFT JOIN unread_read_cursors r \
