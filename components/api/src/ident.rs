@@ -36,6 +36,14 @@ impl Identifier {
     }
 }
 
+/// `ids` as strings, if there are `min..=max` of them; else 400 naming `what`.
+pub fn id_list(what: &str, ids: Vec<Identifier>, min: usize, max: usize) -> Result<Vec<String>, crate::Problem> {
+    if !(min..=max).contains(&ids.len()) {
+        return Err(crate::Problem::bad_request("invalid_request", format!("{what} must list {min}-{max} users")));
+    }
+    Ok(ids.into_iter().map(Identifier::into_string).collect())
+}
+
 impl Category {
     /// Validates `text` as a category.
     pub fn parse(text: &str) -> Result<Self, String> {

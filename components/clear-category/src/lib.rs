@@ -8,7 +8,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{UserScope, counts};
-use unread_api::{Answer, Category, Identifier, Problem, json, json_body, require_method, service_call};
+use unread_api::{Answer, Category, Identifier, Problem, id_list, json, json_body, require_method, service_call};
 
 const MAX_USERS: usize = 1000;
 
@@ -35,12 +35,9 @@ async fn handle(request: Request) -> Answer {
     let clear: Clear = json_body(request).await?;
     let scope = match (clear.user, clear.users, clear.cursor) {
         (Some(user), None, None) => UserScope::Users(vec![user.into_string()]),
-        (None, Some(users), None) if !users.is_empty() && users.len() <= MAX_USERS => {
-            UserScope::Users(users.into_iter().map(Identifier::into_string).collect())
-        }
-        (None, Some(_), None) => return Err(invalid(format!("users must list 1-{MAX_USERS} users"))),
+        (None, Some(users), None) => UserScope::Users(id_list("users", users, 1, MAX_USERS)?),
         (None, None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
-        _ => return Err(invalid("give one of user, users or cursor".into())),
+        _ => return Err(Problem::bad_request("invalid_request", "give one of user, users or cursor")),
     };
     let report = counts::clear_category(clear.tenant.into_string(), scope, clear.category.into_string(), clear.dry_run).await?;
     Ok(json(&serde_json::json!({
@@ -50,8 +47,4 @@ async fn handle(request: Request) -> Answer {
         "unread": report.unread,
         "next_cursor": report.next_cursor,
     })))
-}
-
-fn invalid(message: String) -> Problem {
-    Problem::bad_request("invalid_request", message)
 }

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request, StatusCode};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, Identifier, Problem, json, json_body, require_method, service_call};
+use unread_api::{Answer, Identifier, Problem, id_list, json, json_body, require_method, service_call};
 
 const MAX_MEMBERS: usize = 500;
 
@@ -28,10 +28,7 @@ async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
     service_call(&request).await?;
     let delete: Delete = json_body(request).await?;
-    if delete.members.is_empty() || delete.members.len() > MAX_MEMBERS {
-        return Err(Problem::bad_request("invalid_request", format!("members must list 1-{MAX_MEMBERS} users")));
-    }
-    let members = delete.members.into_iter().map(Identifier::into_string).collect();
+    let members = id_list("members", delete.members, 1, MAX_MEMBERS)?;
     let removed = counts::delete_conversation(delete.tenant.into_string(), conversation.clone(), members).await?;
     Ok(json(&serde_json::json!({ "conversation": conversation, "removed": removed })))
 }

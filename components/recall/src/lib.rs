@@ -6,7 +6,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, Identifier, Problem, Seq, json, json_body, require_method, service_call};
+use unread_api::{Answer, Identifier, Seq, id_list, json, json_body, require_method, service_call};
 
 const MAX_MEMBERS: usize = 500;
 
@@ -28,11 +28,8 @@ async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
     service_call(&request).await?;
     let recall: Recall = json_body(request).await?;
-    if recall.members.is_empty() || recall.members.len() > MAX_MEMBERS {
-        return Err(Problem::bad_request("invalid_request", format!("members must list 1-{MAX_MEMBERS} users")));
-    }
+    let members = id_list("members", recall.members, 1, MAX_MEMBERS)?;
     let conversation = recall.conversation.into_string();
-    let members = recall.members.into_iter().map(Identifier::into_string).collect();
     let changed = counts::recall(recall.tenant.into_string(), conversation.clone(), recall.seq.get(), members).await?;
     Ok(json(&serde_json::json!({ "conversation": conversation, "seq": recall.seq.get(), "changed": changed })))
 }

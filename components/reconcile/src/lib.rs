@@ -8,7 +8,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{UserScope, counts};
-use unread_api::{Answer, Identifier, Problem, json, json_body, require_method, service_call};
+use unread_api::{Answer, Identifier, Problem, id_list, json, json_body, require_method, service_call};
 
 const MAX_USERS: usize = 1000;
 
@@ -31,10 +31,7 @@ async fn handle(request: Request) -> Answer {
     let call: Reconcile = json_body(request).await?;
     let scope = match (call.users, call.cursor) {
         (Some(_), Some(_)) => return Err(Problem::bad_request("invalid_request", "give either users or cursor, not both")),
-        (Some(users), None) if users.is_empty() || users.len() > MAX_USERS => {
-            return Err(Problem::bad_request("invalid_request", format!("users must list 1-{MAX_USERS} users")));
-        }
-        (Some(users), None) => UserScope::Users(users.into_iter().map(Identifier::into_string).collect()),
+        (Some(users), None) => UserScope::Users(id_list("users", users, 1, MAX_USERS)?),
         (None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
     };
     let report = counts::reconcile(call.tenant.into_string(), scope).await?;

@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{Message, counts};
-use unread_api::{Answer, Category, Identifier, Problem, Seq, json, json_body, require_method, service_call};
+use unread_api::{Answer, Category, Identifier, Problem, Seq, id_list, json, json_body, require_method, service_call};
 
 const MAX_MEMBERS: usize = 500;
 const MAX_PREVIEW: usize = 1024;
@@ -43,22 +43,16 @@ async fn handle(request: Request) -> Answer {
 
 impl Touch {
     fn into_message(self) -> Result<Message, Problem> {
-        if self.members.is_empty() || self.members.len() > MAX_MEMBERS {
-            return Err(Problem::bad_request("invalid_request", format!("members must list 1-{MAX_MEMBERS} users")));
-        }
-        if self.mentions.len() > MAX_MEMBERS {
-            return Err(Problem::bad_request("invalid_request", format!("mentions must list at most {MAX_MEMBERS} users")));
-        }
         Ok(Message {
             tenant: self.tenant.into_string(),
             conversation: self.conversation.into_string(),
             seq: self.seq.get(),
             ts: self.ts,
             sender: self.sender.map(Identifier::into_string),
-            members: self.members.into_iter().map(Identifier::into_string).collect(),
+            members: id_list("members", self.members, 1, MAX_MEMBERS)?,
             preview: compact_object(&self.preview)?,
             category: self.category.into_string(),
-            mentions: self.mentions.into_iter().map(Identifier::into_string).collect(),
+            mentions: id_list("mentions", self.mentions, 0, MAX_MEMBERS)?,
             mention_all: self.mention_all,
         })
     }
