@@ -13,12 +13,14 @@ pub struct Problem {
     pub code: &'static str,
     /// What a developer needs to fix the call.
     pub message: String,
+    /// For a 405: the method the route takes (sent as `Allow`, RFC 9110).
+    pub allow: Option<Method>,
 }
 
 impl Problem {
     /// A problem with the given status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Problem { status, code, message: message.into() }
+        Problem { status, code, message: message.into(), allow: None }
     }
 
     /// 400: the request is malformed.
@@ -39,7 +41,11 @@ impl Problem {
     /// The JSON error response.
     pub fn into_response(self) -> spin_sdk::http::Response<crate::render::Body> {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        crate::render::json_with_status(self.status, &body)
+        let mut response = crate::render::json_with_status(self.status, &body);
+        if let Some(method) = self.allow.and_then(|m| spin_sdk::http::HeaderValue::from_str(m.as_str()).ok()) {
+            response.headers_mut().insert("allow", method);
+        }
+        response
     }
 }
 
@@ -63,9 +69,6 @@ pub fn require_method(request: &Request, method: Method) -> Result<(), Problem> 
     if request.method() == method {
         return Ok(());
     }
-    Err(Problem::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        format!("{} {} is not supported; use {method}", request.method(), request.uri().path()),
-    ))
+    let message = format!("{} {} is not supported; use {method}", request.method(), request.uri().path());
+    Err(Problem { allow: Some(method), ..Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message) })
 }

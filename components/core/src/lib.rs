@@ -41,7 +41,7 @@ struct Core;
 impl Guest for Core {
     async fn touch(message: Message) -> Result<bool, Error> {
         check_exact(message.seq, "seq")?;
-        check_exact(message.ts.saturating_mul(1000) + 999, "ts")?;
+        check_exact(message.ts.saturating_mul(1000).saturating_add(999), "ts")?;
         let max_conversations = config::max_conversations().await?;
         if let Some(url) = sql::configured().await {
             record_in_truth(&url, &message).await?;
