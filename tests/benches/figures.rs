@@ -10,7 +10,8 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{Answer, App, Setup, message};
+use serde_json::json;
+use support::{Answer, App, SERVICE_TOKEN, Setup, jwt, message};
 use unread_host::InstanceMode;
 
 const CONCURRENCY: usize = 16;
@@ -120,6 +121,18 @@ async fn run(instances: InstanceMode, label: &str) {
         .await
         .print();
     phase(&app, "badge", 4_000, |app, i| async move { app.badge("bench", &format!("u{}", i % USERS)).await }).await.print();
+    phase(&app, "mute / unmute", 4_000, |app, i| async move {
+        let body = json!({"muted": (i / 500) % 2 == 0}).to_string();
+        app.send("POST", "/v1/conversations/big/mute", Some(jwt("bench", &format!("u{}", i % 500))), Some(body)).await
+    })
+    .await
+    .print();
+    phase(&app, "recall (one member)", 4_000, |app, i| async move {
+        let body = json!({"tenant": "bench", "conversation": "big", "seq": 1 + (i / 500) % 200, "members": [format!("u{}", i % 500)]});
+        app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    })
+    .await
+    .print();
 
     let mut redis = app.redis.connection().unwrap();
     let info: String = redis::cmd("INFO").arg("memory").query(&mut redis).unwrap();
