@@ -7,7 +7,9 @@
    data) on every operation, with a JWT for the app routes and the service
    token for the service routes (schemathesis.toml); it fails on any server
    error, undocumented status, wrong content type, header or answer schema,
-   and on a request the contract forbids being accepted.
+   and on a request the contract forbids being accepted. Meanwhile every
+   change event published is collected and checked against the ChangeEvent
+   schema (events.py).
 4. The same again, with fewer examples, with a SQL message store (a database
    of its own on the machine's PostgreSQL, then MariaDB): reconcile answers,
    state loaded from the truth, SQL cursors and settings.
@@ -39,6 +41,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import events  # noqa: E402
 import routes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +231,7 @@ def served(label, **variables):
             print(log_path.read_text(), file=sys.stderr)
             raise SystemExit("contract: unread-host exited")
         log(f"{label}: serving http://127.0.0.1:{port} (Redis on port {redis_port}); host log: {log_path}")
-        yield f"http://127.0.0.1:{port}", host
+        yield f"http://127.0.0.1:{port}", host, redis_port
     finally:
         for child in reversed(children):
             child.terminate()
@@ -293,7 +296,9 @@ def main():
     failed = []
 
     def one_pass(label, examples, **variables):
-        with served(label, **variables) as (base, host):
+        with served(label, **variables) as (base, host, redis_port):
+            listener = events.Events(redis_port, TENANT)
+            listener.start()
             try:
                 seed(base, token)
             except SeedFailed as error:
@@ -302,6 +307,13 @@ def main():
                 return
             if schemathesis(label, base, host, token, examples):
                 failed.append(label)
+            wrong = events.problems(listener.stop(), ROOT / "openapi.yaml")
+            for problem in wrong:
+                log(f"{label}: change event: {problem}")
+            if wrong:
+                failed.append(f"{label} (events)")
+            else:
+                log(f"{label}: {len(listener.messages)} change events, each a ChangeEvent")
 
     one_pass("cache-only", int(os.environ.get("UNREAD_CONTRACT_EXAMPLES", "300")))
     sql_examples = int(os.environ.get("UNREAD_CONTRACT_SQL_EXAMPLES", "100"))
