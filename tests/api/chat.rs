@@ -179,6 +179,25 @@ async fn a_recalled_message_stops_counting_once() {
 }
 
 #[tokio::test]
+async fn recalling_the_last_message_can_replace_its_preview() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 2, 1_000).await;
+    app.mark_read("acme", "u3", "c1", 2).await;
+    let preview = |rows: Vec<Value>| row(&rows, "c1")["preview"].clone();
+    let shown = preview(app.whole_list("acme", "u2", 20).await);
+    recall(&app, "c1", 1, &["u2", "u3"]).await;
+    assert_eq!(preview(app.whole_list("acme", "u2", 20).await), shown, "not the last message: the preview stays");
+    let body = json!({"tenant": "acme", "conversation": "c1", "seq": 2, "members": ["u2", "u3"],
+        "preview": {"type": "recalled", "sender_name": "u1"}});
+    let answer = app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await;
+    assert_eq!(answer.body["changed"], 1, "u3 had read it");
+    for user in ["u2", "u3"] {
+        assert_eq!(preview(app.whole_list("acme", user, 20).await), json!({"type": "recalled", "sender_name": "u1"}), "{user}");
+    }
+    assert_eq!(row(&app.whole_list("acme", "u2", 20).await, "c1")["unread"], 0);
+}
+
+#[tokio::test]
 async fn a_recalled_mention_stops_counting() {
     let app = App::start().await;
     let mut touch = message("acme", "c1", 1, 1_001, "u1", &["u1", "u2"]);

@@ -12,7 +12,7 @@ mod render;
 pub use auth::{app_principal, service_call};
 pub use body::{json_body, json_body_or_empty, query};
 pub use ident::{Category, Identifier, Seq, id_list};
-pub use preview::Lockscreen;
+pub use preview::{Lockscreen, stored_preview};
 pub use problem::{Problem, require_method};
 pub use render::{BadgeJson, ConversationJson, json};
 

@@ -1,8 +1,26 @@
-//! The lock-screen form of a preview (seed 000: a notification on a locked
-//! phone shows a trimmed preview): only allow-listed fields, and the text cut
-//! to a number of characters.
+//! Previews: the JSON object a touch (or a recall) gives, stored compact and
+//! returned as given; and its lock-screen form (seed 000: a notification on a
+//! locked phone shows a trimmed preview): only allow-listed fields, and the
+//! text cut to a number of characters.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::Problem;
+
+/// Stored previews are at most this many bytes of compact JSON.
+const MAX_PREVIEW: usize = 1024;
+
+/// The preview as it is stored: compact JSON text of an object of at most 1 KiB.
+pub fn stored_preview(preview: &RawValue) -> Result<String, Problem> {
+    let value: Map<String, Value> = serde_json::from_str(preview.get())
+        .map_err(|_| Problem::bad_request("invalid_request", "preview must be a JSON object"))?;
+    let text = serde_json::to_string(&value).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
+    if text.len() > MAX_PREVIEW {
+        return Err(Problem::bad_request("preview_too_large", format!("preview must be at most {MAX_PREVIEW} bytes of JSON")));
+    }
+    Ok(text)
+}
 
 /// What the lock-screen form keeps.
 pub struct Lockscreen {

@@ -144,12 +144,12 @@ impl Guest for Core {
         }
     }
 
-    async fn recall(tenant: String, conversation: String, seq: u64, members: Vec<String>) -> Result<u32, Error> {
+    async fn recall(tenant: String, conversation: String, seq: u64, members: Vec<String>, preview: Option<String>) -> Result<u32, Error> {
         check_exact(seq, "seq")?;
         if let Some(url) = sql::configured().await {
             sql::record_recall(&url, &tenant, &conversation, seq).await?;
         }
-        let mut args = vec![tenant, conversation, seq.to_string()];
+        let mut args = vec![tenant, conversation, seq.to_string(), preview.unwrap_or_default()];
         args.extend(members_with_sender(members, None));
         reply::count(redis::eval(Script::Recall, args).await?)
     }

@@ -5,10 +5,9 @@ use serde_json::value::RawValue;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{Message, counts};
-use unread_api::{Answer, Category, Identifier, Problem, Seq, id_list, json, json_body, require_method, service_call};
+use unread_api::{Answer, Category, Identifier, Problem, Seq, id_list, json, json_body, require_method, service_call, stored_preview};
 
 const MAX_MEMBERS: usize = 500;
-const MAX_PREVIEW: usize = 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,21 +49,10 @@ impl Touch {
             ts: self.ts,
             sender: self.sender.map(Identifier::into_string),
             members: id_list("members", self.members, 1, MAX_MEMBERS)?,
-            preview: compact_object(&self.preview)?,
+            preview: stored_preview(&self.preview)?,
             category: self.category.into_string(),
             mentions: id_list("mentions", self.mentions, 0, MAX_MEMBERS)?,
             mention_all: self.mention_all,
         })
     }
-}
-
-/// The preview as compact JSON text: an object of at most 1 KiB.
-fn compact_object(preview: &RawValue) -> Result<String, Problem> {
-    let value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(preview.get())
-        .map_err(|_| Problem::bad_request("invalid_request", "preview must be a JSON object"))?;
-    let text = serde_json::to_string(&value).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
-    if text.len() > MAX_PREVIEW {
-        return Err(Problem::bad_request("preview_too_large", format!("preview must be at most {MAX_PREVIEW} bytes of JSON")));
-    }
-    Ok(text)
 }
