@@ -5,15 +5,18 @@
 //! The generator plays the app (stores each message in SQL, then touches),
 //! sends duplicate and delayed (out-of-order) touches, marks read from 2-3
 //! devices per user with stale and fresh acks, lists and samples badges,
-//! deletes conversations and, in one variant, `kill -9`s Redis mid-run and
-//! restarts it empty. During the run every list answer's badge must equal the
-//! sum of its rows. At the end, after one reconcile pass, every user's list
-//! and badge must equal the model; a second pass must find no drift.
+//! deletes conversations, mentions members (or everyone), recalls messages,
+//! mutes, pins and marks unread, and, in one variant, `kill -9`s Redis mid-run
+//! and restarts it empty. During the run every list answer's badge must equal
+//! what its rows count. At the end, after one reconcile pass, every user's
+//! list and badge must equal the model; a second pass must find no drift.
+//! The model is the app's data (heads, memberships, and the mentions and
+//! recalls the generator sent) with unread's cursors and settings.
 //!
 //! `UNREAD_HISTORY_OPS` sets the size (CI: 10 000 per variant);
 //! `UNREAD_HISTORY_SEED` the seed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -24,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use crate::store::{Kind, MessageStore};
-use crate::support::{App, Setup};
+use crate::support::{App, SERVICE_TOKEN, Setup, jwt};
 
 const TENANT: &str = "hist";
 const USERS: usize = 24;
@@ -53,6 +56,17 @@ struct Counters {
     badges: AtomicUsize,
     deletes: AtomicUsize,
     degraded: AtomicUsize,
+    recalls: AtomicUsize,
+    flags: AtomicUsize,
+}
+
+/// A message that mentions `users` (everyone but the sender with `all`).
+struct Mention {
+    conversation: String,
+    seq: u64,
+    sender: String,
+    users: Vec<String>,
+    all: bool,
 }
 
 struct World {
@@ -60,6 +74,9 @@ struct World {
     store: MessageStore,
     conversations: Vec<Conversation>,
     delayed: Mutex<Vec<Value>>,
+    mentions: Mutex<Vec<Mention>>,
+    /// (conversation, seq) recalled.
+    recalls: Mutex<HashSet<(String, u64)>>,
     /// (user, device) -> conversation -> newest seq that device has seen.
     seen: Mutex<HashMap<(String, usize), HashMap<String, u64>>>,
     clock: AtomicU64,
@@ -116,6 +133,8 @@ async fn run(kind: Kind, kill_redis: bool) {
         store,
         conversations,
         delayed: Mutex::new(Vec::new()),
+        mentions: Mutex::new(Vec::new()),
+        recalls: Mutex::new(HashSet::new()),
         seen: Mutex::new(HashMap::new()),
         clock: AtomicU64::new(1_764_460_800_000),
         counters: Counters::default(),
@@ -143,11 +162,11 @@ async fn run(kind: Kind, kill_redis: bool) {
     let c = &world.counters;
     println!(
         "history {kind:?}{}: {} ops ({} touches, {} refused while Redis was down, {} duplicate, {} delayed; {} mark-reads; \
-         {} lists; {} badges; {} deletes; {} degraded answers); drift before reconcile: {} of {} users, max {}; after: {} users, max {}",
+         {} lists; {} badges; {} deletes; {} recalls; {} flags; {} degraded answers); drift before reconcile: {} of {} users, max {}; after: {} users, max {}",
         if kill_redis { " with Redis killed" } else { "" },
         c.ops.load(SeqCst), c.touches.load(SeqCst), c.refused_touches.load(SeqCst), c.duplicate_touches.load(SeqCst),
         c.delayed_touches.load(SeqCst), c.mark_reads.load(SeqCst), c.lists.load(SeqCst), c.badges.load(SeqCst),
-        c.deletes.load(SeqCst), c.degraded.load(SeqCst), before["drifted"], before["checked"], before["max_drift"],
+        c.deletes.load(SeqCst), c.recalls.load(SeqCst), c.flags.load(SeqCst), c.degraded.load(SeqCst), before["drifted"], before["checked"], before["max_drift"],
         after["drifted"], after["max_drift"],
     );
     assert!(c.ops.load(SeqCst) >= total - CLIENTS);
@@ -175,11 +194,13 @@ async fn play(world: &World, mut rng: StdRng, ops: usize) {
             world.app.redis.restart();
         }
         match rng.random_range(0..100) {
-            0..40 => send(world, &mut rng).await,
-            40..43 => deliver_delayed(world, &mut rng).await,
-            43..70 => mark_read(world, &mut rng).await,
-            70..88 => list(world, &mut rng).await,
-            88..99 => badge(world, &mut rng).await,
+            0..38 => send(world, &mut rng).await,
+            38..41 => deliver_delayed(world, &mut rng).await,
+            41..64 => mark_read(world, &mut rng).await,
+            64..80 => list(world, &mut rng).await,
+            80..90 => badge(world, &mut rng).await,
+            90..93 => recall(world, &mut rng).await,
+            93..99 => flag(world, &mut rng).await,
             _ => delete(world, &mut rng).await,
         }
     }
@@ -198,10 +219,19 @@ async fn send(world: &World, rng: &mut StdRng) {
     let ts = world.clock.fetch_add(rng.random_range(0..2), SeqCst);
     let preview = json!({"text": format!("{} #{seq}", conversation.id), "type": "text", "sender_name": sender});
     world.store.store_message(TENANT, &conversation.id, seq, ts, sender, &preview.to_string()).await;
+    let mention = Mention {
+        conversation: conversation.id.clone(),
+        seq,
+        sender: sender.clone(),
+        users: if rng.random_bool(0.2) { conversation.members.choose_multiple(rng, 2).cloned().collect() } else { Vec::new() },
+        all: rng.random_bool(0.05),
+    };
     let touch = json!({
         "tenant": TENANT, "conversation": conversation.id, "seq": seq, "ts": ts, "sender": sender,
         "members": conversation.members, "preview": preview, "category": conversation.category,
+        "mentions": mention.users, "mention_all": mention.all,
     });
+    world.mentions.lock().await.push(mention);
     if rng.random_bool(0.1) {
         world.counters.delayed_touches.fetch_add(1, SeqCst);
         world.delayed.lock().await.push(touch);
@@ -263,8 +293,8 @@ async fn list(world: &World, rng: &mut StdRng) {
     let answer = world.app.list(TENANT, &user, "limit=100").await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     let rows = answer.body["conversations"].as_array().unwrap();
-    let sum: u64 = rows.iter().map(|r| r["unread"].as_u64().unwrap()).sum();
-    assert_eq!(answer.body["badge"]["total"].as_u64(), Some(sum), "badge != sum of the list: {}", answer.body);
+    let sum: u64 = rows.iter().map(badge_count).sum();
+    assert_eq!(answer.body["badge"]["total"].as_u64(), Some(sum), "badge != what the list counts: {}", answer.body);
     check_badge_sum(&answer.body["badge"]);
     count_degraded(world, &answer.body);
     let mut seen = world.seen.lock().await;
@@ -299,6 +329,58 @@ async fn delete(world: &World, rng: &mut StdRng) {
     assert!(answer.status == 200 || (answer.status == 503 && world.kill_at.is_some()), "{:?}", answer.body);
 }
 
+/// A message was recalled (recorded first: unread writes it to SQL first).
+async fn recall(world: &World, rng: &mut StdRng) {
+    let Some(conversation) = live(world, rng) else { return };
+    let last = conversation.last_seq.load(SeqCst);
+    if last == 0 {
+        return;
+    }
+    let seq = rng.random_range(1..=last);
+    world.recalls.lock().await.insert((conversation.id.clone(), seq));
+    let body = json!({"tenant": TENANT, "conversation": conversation.id, "seq": seq, "members": conversation.members});
+    let answer = world.app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.into()), Some(body.to_string())).await;
+    assert!(answer.status == 200 || (answer.status == 503 && world.kill_at.is_some()), "{:?}", answer.body);
+    world.counters.recalls.fetch_add(1, SeqCst);
+}
+
+/// A member mutes, unmutes, pins, unpins or marks unread.
+async fn flag(world: &World, rng: &mut StdRng) {
+    let Some(conversation) = live(world, rng) else { return };
+    let user = conversation.members.choose(rng).unwrap();
+    let (action, body) = match rng.random_range(0..5) {
+        0 | 1 => ("mute", json!({"muted": rng.random_bool(0.6)})),
+        2 | 3 => ("pin", json!({"pinned": rng.random_bool(0.5)})),
+        _ => ("mark-unread", json!({})),
+    };
+    let path = format!("/v1/conversations/{}/{action}", conversation.id);
+    let answer = world.app.send("POST", &path, Some(jwt(TENANT, user)), Some(body.to_string())).await;
+    let code = answer.body["error"]["code"].as_str();
+    let expected = match answer.status {
+        200 => {
+            check_badge_sum(&answer.body["badge"]);
+            true
+        }
+        // Not (yet) the user's: its first touch is held back.
+        404 => code == Some("unknown_conversation"),
+        409 => code == Some("too_many_pins"),
+        503 => world.kill_at.is_some(),
+        _ => false,
+    };
+    assert!(expected, "{action}: {} {:?}", answer.status, answer.body);
+    world.counters.flags.fetch_add(1, SeqCst);
+}
+
+/// What a list row adds to `badge.total`.
+fn badge_count(row: &Value) -> u64 {
+    let unread = row["unread"].as_u64().unwrap();
+    match (row["muted"] == true, row["marked_unread"] == true && unread == 0) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => unread,
+    }
+}
+
 fn check_badge_sum(badge: &Value) {
     let categories: u64 = badge["categories"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(badge["total"].as_u64(), Some(categories), "{badge}");
@@ -310,39 +392,62 @@ fn count_degraded(world: &World, body: &Value) {
     }
 }
 
-/// The user's list and badge must be exactly what SQL says.
+/// The user's list and badge must be exactly what the model says.
 async fn compare_with_model(world: &World, user: &str) {
     let heads = world.store.heads(TENANT).await;
     let cursors = world.store.cursors(TENANT).await;
+    let settings = world.store.settings(TENANT).await;
     let memberships = world.store.memberships(TENANT).await;
-    let mut expected: Vec<(u64, String, Value)> = memberships
+    let recalls = world.recalls.lock().await;
+    let mentions = world.mentions.lock().await;
+    let mut expected: Vec<((bool, u64, String), Value)> = memberships
         .get(user)
         .into_iter()
         .flatten()
         .filter_map(|conversation| {
             let head = heads.get(conversation)?;
-            let read = cursors.get(&(user.to_string(), conversation.clone())).copied().unwrap_or(0);
+            let key = (user.to_string(), conversation.clone());
+            let read = cursors.get(&key).copied().unwrap_or(0);
+            let (muted, pinned, marked_unread) = settings.get(&key).copied().unwrap_or_default();
+            let counts = |seq: u64| seq > read && seq <= head.last_seq && !recalls.contains(&(conversation.clone(), seq));
+            let unread = (read + 1..=head.last_seq).filter(|s| counts(*s)).count() as u64;
+            let mentioned = mentions
+                .iter()
+                .filter(|m| &m.conversation == conversation && counts(m.seq) && m.sender != user)
+                .filter(|m| m.all || m.users.iter().any(|u| u == user))
+                .map(|m| m.seq)
+                .collect::<HashSet<_>>()
+                .len();
             let row = json!({
-                "id": conversation, "category": head.category, "unread": head.last_seq.saturating_sub(read),
-                "mentions": 0, "muted": false, "pinned": false, "marked_unread": false,
+                "id": conversation, "category": head.category, "unread": unread,
+                "mentions": mentioned, "muted": muted, "pinned": pinned, "marked_unread": marked_unread,
                 "last_seq": head.last_seq, "read_seq": read, "ts": head.last_ts,
                 "preview": serde_json::from_str::<Value>(&head.preview).unwrap(),
             });
-            Some((head.last_ts * 1000 + head.last_seq % 1000, conversation.clone(), row))
+            Some(((pinned, head.last_ts * 1000 + head.last_seq % 1000, conversation.clone()), row))
         })
         .collect();
-    expected.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
-    let expected: Vec<Value> = expected.into_iter().map(|(_, _, row)| row).collect();
+    expected.sort_by(|a, b| b.0.cmp(&a.0));
+    let expected: Vec<Value> = expected.into_iter().map(|(_, row)| row).collect();
     let actual = world.app.whole_list(TENANT, user, 7).await;
-    assert_eq!(actual, expected, "{user}: list differs from the truth");
+    assert_eq!(actual, expected, "{user}: list differs from the model");
     let mut categories: HashMap<String, u64> = HashMap::new();
+    let (mut muted, mut mentioned) = (0, 0);
     for row in &expected {
-        let unread = row["unread"].as_u64().unwrap();
-        if unread > 0 {
-            *categories.entry(row["category"].as_str().unwrap().to_string()).or_default() += unread;
+        let counted = badge_count(row);
+        if counted > 0 {
+            *categories.entry(row["category"].as_str().unwrap().to_string()).or_default() += counted;
         }
+        if row["muted"] == true {
+            muted += row["unread"].as_u64().unwrap();
+        }
+        mentioned += row["mentions"].as_u64().unwrap();
     }
     let badge = world.app.badge(TENANT, user).await.body;
-    assert_eq!(badge["total"].as_u64(), Some(categories.values().sum()), "{user}: {badge}");
-    assert_eq!(badge["categories"], json!(categories), "{user}");
+    let total: u64 = categories.values().sum();
+    assert_eq!(
+        badge,
+        json!({"total": total, "muted": muted, "mentions": mentioned, "categories": categories, "degraded": false}),
+        "{user}"
+    );
 }

@@ -136,7 +136,7 @@ impl MessageStore {
                 let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
                 let rows = client.query(&dollar_placeholders(statement), &refs).await.unwrap();
                 rows.iter()
-                    .map(|row| (0..row.len()).map(|i| row.try_get::<_, String>(i).unwrap_or_else(|_| row.get::<_, i64>(i).to_string())).collect())
+                    .map(|row| (0..row.len()).map(|i| postgres_text(row, i)).collect())
                     .collect()
             }
         }
@@ -189,6 +189,15 @@ impl MessageStore {
             .collect()
     }
 
+    /// unread's per-user settings: (user, conversation) -> (muted, pinned, marked unread).
+    pub async fn settings(&self, tenant: &str) -> HashMap<(String, String), (bool, bool, bool)> {
+        self.rows("SELECT user_id, conversation, muted, pinned, marked_unread FROM unread_read_cursors WHERE tenant = ?", &[s(tenant)])
+            .await
+            .into_iter()
+            .map(|r| ((r[0].clone(), r[1].clone()), (r[2] == "1", r[3] == "1", r[4] == "1")))
+            .collect()
+    }
+
     /// The heads of the app's conversations that have messages.
     pub async fn heads(&self, tenant: &str) -> HashMap<String, Head> {
         self.rows("SELECT conversation, category, last_seq, last_ts, preview FROM app_conversations WHERE tenant = ? AND last_seq > 0", &[s(tenant)])
@@ -206,6 +215,13 @@ impl MessageStore {
         }
         out
     }
+}
+
+/// A text, bigint or smallint column as text.
+fn postgres_text(row: &tokio_postgres::Row, i: usize) -> String {
+    row.try_get::<_, String>(i)
+        .or_else(|_| row.try_get::<_, i64>(i).map(|n| n.to_string()))
+        .unwrap_or_else(|_| row.get::<_, i16>(i).to_string())
 }
 
 /// A text parameter.
