@@ -10,6 +10,7 @@ mod cached;
 mod clear;
 mod config;
 mod degraded;
+mod flags;
 mod reconcile;
 mod redis;
 mod reply;
@@ -107,41 +108,7 @@ impl Guest for Core {
     }
 
     async fn set_flag(who: Principal, conversation: String, flag: ConversationFlag) -> Result<ConversationState, Error> {
-        let store = sql::configured().await;
-        let max_pins = config::max_pins().await?;
-        let (setting, letter, on) = match flag {
-            ConversationFlag::Muted(on) => (sql::Setting::Muted, "m", on),
-            ConversationFlag::Pinned(on) => (sql::Setting::Pinned, "p", on),
-            ConversationFlag::MarkedUnread => (sql::Setting::MarkedUnread, "u", true),
-        };
-        if let Some(url) = &store {
-            sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, on).await?;
-        }
-        let args = vec![
-            who.tenant.clone(),
-            who.user.clone(),
-            conversation.clone(),
-            letter.to_string(),
-            self::flag(on),
-            max_pins.to_string(),
-            require_loaded(&store),
-        ];
-        let mut answer = redis::eval(Script::SetFlag, args.clone()).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
-        if let (Ok(Loaded::Miss(_)), Some(url)) = (&answer, &store) {
-            // Not loaded: load the user from the truth (which has the flag), then answer.
-            reconcile::check(url, &who.tenant, std::slice::from_ref(&who.user), config::max_conversations().await?).await?;
-            answer = redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
-        }
-        match (answer, &store) {
-            (Ok(Loaded::Ready(state)), _) => Ok(state),
-            // Refused: the truth must not keep what Redis refused.
-            (Err(refused @ (Error::UnknownConversation(_) | Error::TooManyPins(_))), Some(url)) => {
-                sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, false).await?;
-                Err(refused)
-            }
-            (Ok(Loaded::Miss(_)), _) => Err(reply::malformed()),
-            (Err(error), _) => Err(error),
-        }
+        flags::set(sql::configured().await, who, conversation, flag).await
     }
 
     async fn recall(tenant: String, conversation: String, seq: u64, members: Vec<String>, preview: Option<String>) -> Result<u32, Error> {
