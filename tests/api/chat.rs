@@ -432,3 +432,17 @@ async fn flags_mentions_and_recalls_are_in_the_truth() {
         store.drop_database().await;
     }
 }
+
+#[tokio::test]
+async fn a_late_touch_of_a_deleted_conversation_changes_nothing() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 2, 1_000).await;
+    messages(&app, "c2", 1, 1, 2_000).await;
+    let held_back = message("acme", "c1", 3, 1_003, "u1", &["u1", "u2", "u3"]);
+    assert_eq!(app.delete_conversation("acme", "c1", &["u1", "u2", "u3"]).await.body["removed"], 3);
+    let before = app.redis.user_key_space("acme", "u2");
+    assert_eq!(app.touch(held_back).await.body["applied"], false);
+    assert_eq!(app.redis.user_key_space("acme", "u2"), before);
+    assert_eq!(ids(&app.whole_list("acme", "u2", 20).await), ["c2"]);
+    assert_badge_consistent(&app, "acme", "u2").await;
+}

@@ -3,7 +3,9 @@
 //! Redis is unreachable. Every such answer says `degraded`; it counts as
 //! Redis would (mute, pins, marks, mentions, recalls are in the truth too).
 
-use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation, Error, Page, Principal, ReadState};
+use crate::bindings::unread::core::types::{
+    AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, Principal, ReadState,
+};
 use crate::sql::TruthRow;
 use crate::{ListCursor, config, reconcile, reply, sql};
 
@@ -101,4 +103,12 @@ pub async fn read_state(url: &str, who: &Principal, conversation: &str, seq: u64
         mentions: counted.mentions,
         badge: badge_of(&rows),
     })
+}
+
+/// A setting's answer, from SQL (the setting is already written there).
+pub async fn conversation_state(url: &str, who: &Principal, id: &str, version: Option<String>) -> Result<ConversationState, Error> {
+    let rows = user_truth(url, who, version).await?;
+    let badge = badge_of(&rows);
+    let row = rows.into_iter().find(|r| r.conversation == id).ok_or_else(|| reply::unknown_conversation(id))?;
+    Ok(ConversationState { conversation: conversation(row), badge })
 }

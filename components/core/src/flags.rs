@@ -1,12 +1,13 @@
 //! A user's own settings of a conversation: mute, pin, mark unread. With a
 //! SQL store the setting is written there first (it is truth: it survives a
-//! Redis restart); a setting Redis then refuses (no such conversation, too
-//! many pins) is taken back, so the truth never keeps it.
+//! Redis restart), and a user Redis does not hold (or Redis down) is answered
+//! from the truth, as reads are; a setting then refused (no such
+//! conversation, too many pins) is taken back, so the truth never keeps it.
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
-use crate::reply::{self, Loaded};
+use crate::reply;
 use crate::scripts::Script;
-use crate::{config, reconcile, redis, sql};
+use crate::{config, degraded, redis, sql};
 
 /// Sets `flag` on the user's `conversation`; answers its row and the badge.
 pub async fn set(store: Option<String>, who: Principal, conversation: String, flag: ConversationFlag) -> Result<ConversationState, Error> {
@@ -28,20 +29,17 @@ pub async fn set(store: Option<String>, who: Principal, conversation: String, fl
         max_pins.to_string(),
         crate::require_loaded(&store),
     ];
-    let run = || async { reply::conversation_state(&conversation, max_pins, redis::eval(Script::SetFlag, args.clone()).await?) };
-    let mut answer = run().await;
-    if let (Ok(Loaded::Miss(_)), Some(url)) = (&answer, &store) {
-        // Not loaded: load the user from the truth (which has the flag), then answer.
-        reconcile::check(url, &who.tenant, std::slice::from_ref(&who.user), config::max_conversations().await?).await?;
-        answer = run().await;
-    }
-    match (answer, &store) {
-        (Ok(Loaded::Ready(state)), _) => Ok(state),
+    let answer = redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
+    let (whom, id) = (&who, conversation.as_str());
+    let state = crate::or_from_truth(answer, store.clone(), |url, version| async move {
+        degraded::conversation_state(&url, whom, id, version).await
+    })
+    .await;
+    match (state, &store) {
         (Err(refused @ (Error::UnknownConversation(_) | Error::TooManyPins(_))), Some(url)) => {
             sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, false).await?;
             Err(refused)
         }
-        (Ok(Loaded::Miss(_)), _) => Err(reply::malformed()),
-        (Err(error), _) => Err(error),
+        (state, _) => state,
     }
 }

@@ -145,7 +145,8 @@ impl Guest for Core {
         if let Some(url) = sql::configured().await {
             sql::forget_conversation(&url, &tenant, &conversation).await?;
         }
-        let mut args = vec![tenant, conversation];
+        let max_conversations = config::max_conversations().await?;
+        let mut args = vec![tenant, conversation, max_conversations.to_string()];
         args.extend(members_with_sender(members, None));
         reply::count(redis::eval(Script::Delete, args).await?)
     }

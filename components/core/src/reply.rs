@@ -110,6 +110,11 @@ pub fn badge_of(mut categories: Vec<CategoryUnread>, degraded: bool) -> AppBadge
     AppBadge { total, muted, mentions, categories, degraded }
 }
 
+/// The user has no such conversation.
+pub fn unknown_conversation(conversation: &str) -> Error {
+    Error::UnknownConversation(format!("no conversation {conversation:?} for this user"))
+}
+
 /// A script answered something it never sends.
 pub fn malformed() -> Error {
     Error::Unavailable("redis: unexpected script reply".into())
@@ -146,7 +151,7 @@ pub fn conversation_state(conversation: &str, max_pins: u32, values: Vec<RedisRe
     let mut reply = Reply::new(values);
     match reply.status()?.as_str() {
         "miss" => Ok(Loaded::Miss(reply.text()?)),
-        "unknown" => Err(Error::UnknownConversation(format!("no conversation {conversation:?} for this user"))),
+        "unknown" => Err(unknown_conversation(conversation)),
         "too_many_pins" => Err(Error::TooManyPins(max_pins)),
         "ok" => {
             let conversation = reply.conversation()?;

@@ -8,6 +8,7 @@
 --   un:v1:{T:U}:badge:mentions hash  category -> unread messages that mention the user
 --   un:v1:{T:U}:pinned         hash  conversation -> category (at most max_pins)
 --   un:v1:{T:U}:early          hash  conversation -> read cursor recorded before its first touch
+--   un:v1:{T:U}:gone           hash  conversation -> 1: deleted, its late touches change nothing
 --   un:v1:{T:U}:c:C:list       zset  conversation -> score (ts * 1000 + seq mod 1000)
 --   un:v1:{T:U}:c:C:conv       hash  conversation -> "last:read:flags:mentions:recalled:preview"
 --   un:v1:{T:U}:meta           hash  v: version, bumped by every change of the user's state;
@@ -160,6 +161,15 @@ local function miss(p, require_loaded)
     return {'miss', version(p)}
   end
   return nil
+end
+
+-- Sets a field of a hash that holds at most `max` fields: a new field
+-- beyond that evicts an arbitrary other one.
+local function bounded_set(key, field, value, max)
+  if redis.call('HEXISTS', key, field) == 0 and redis.call('HLEN', key) >= max then
+    redis.call('HDEL', key, redis.call('HRANDFIELD', key))
+  end
+  redis.call('HSET', key, field, value)
 end
 
 local function hash_numbers(key)

@@ -11,14 +11,9 @@ local missed = miss(p, ARGV[6])
 if missed then return missed end
 
 local function remember_early()
-  local early_key = p .. 'early'
-  local early = tonumber(redis.call('HGET', early_key, conv) or '0')
+  local early = tonumber(redis.call('HGET', p .. 'early', conv) or '0')
   if seq <= early then return early end
-  if early == 0 and redis.call('HLEN', early_key) >= max_conversations then
-    -- Bounded: forget an arbitrary older early cursor.
-    redis.call('HDEL', early_key, redis.call('HRANDFIELD', early_key))
-  end
-  redis.call('HSET', early_key, conv, int(seq))
+  bounded_set(p .. 'early', conv, int(seq), max_conversations)
   bump(p)
   return seq
 end

@@ -78,6 +78,7 @@ local function rewrite(p, truth, order, categories)
     local t = truth[conv]
     local now = counted(t.st)
     redis.call('HDEL', p .. 'early', conv)
+    redis.call('HDEL', p .. 'gone', conv)
     redis.call('HSET', p .. 'dir', conv, t.category)
     redis.call('ZADD', list_key(p, t.category), int(score(t.ts, t.last)), conv)
     redis.call('HSET', conv_key(p, t.category), conv, encode_state(t.st))

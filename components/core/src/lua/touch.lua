@@ -50,6 +50,7 @@ local function touch_member(member)
   if member == sender then read_floor = seq end
   local mentions_member = member ~= sender and (mention_all or mentioned[member] ~= nil)
   local p = user_prefix(tenant, member)
+  if redis.call('HEXISTS', p .. 'gone', conv) == 1 then return false end
   local st = load_state(p, category, conv)
   if not st then
     first_touch(member, read_floor, mentions_member)
