@@ -139,3 +139,28 @@ async fn redis_unreachable_is_a_503() {
         assert_error(&answer, 503, "unavailable");
     }
 }
+
+#[tokio::test]
+async fn a_redis_that_stops_answering_is_a_503_not_a_hung_request() {
+    let app = App::start().await;
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    app.redis.pause();
+    let token = Some(jwt("acme", "u2"));
+    let answers = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        vec![
+            app.touch(message("acme", "c1", 2, 1_001, "u1", &["u1", "u2"])).await,
+            app.send("GET", "/v1/badge", token.clone(), None).await,
+        ]
+    })
+    .await
+    .expect("the calls answer while Redis is stopped");
+    app.redis.resume();
+    for answer in answers {
+        assert_error(&answer, 503, "unavailable");
+        assert!(answer.body["error"]["message"].as_str().unwrap().contains("no answer within"), "{:?}", answer.body);
+    }
+    // The stopped connection was dropped; the next call opens another.
+    assert_eq!(app.touch(message("acme", "c1", 3, 1_002, "u1", &["u1", "u2"])).await.status, 200);
+    // Seq 2 may have waited in the stopped server's socket and been applied on resume.
+    assert!(app.badge("acme", "u2").await.body["total"].as_u64().unwrap() >= 2);
+}

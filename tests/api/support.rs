@@ -58,6 +58,22 @@ impl RedisServer {
         }
     }
 
+    /// `SIGSTOP` (`resume`: `SIGCONT`): the server keeps its connections
+    /// but answers nothing, as a hung server or a dropped network does.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Undoes [`RedisServer::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.lock().unwrap().as_ref().expect("running").id();
+        assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success());
+    }
+
     /// The address the app is configured with.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)

@@ -1,4 +1,10 @@
-//! Redis: one `EVALSHA` per call on the instance's cached connection.
+//! Redis: one `EVALSHA` per call on the instance's cached connection, within
+//! a deadline: a Redis that stops answering (a hung server, a dropped
+//! network) makes the call `unavailable` instead of holding the request.
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
 
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
@@ -14,9 +20,26 @@ thread_local! {
 /// tenant and user they are given, all within one user's hash tag).
 pub async fn eval(script: Script, args: Vec<String>) -> Result<Vec<RedisResult>, Error> {
     let args: Vec<RedisParameter> = args.into_iter().map(|a| RedisParameter::Binary(a.into_bytes())).collect();
-    with_connection(&CONNECTION, open, |connection| run(connection, script, &args))
-        .await
-        .map_err(|e| Error::Unavailable(format!("redis: {e}")))
+    let call = with_connection(&CONNECTION, open, |connection| run(connection, script, &args));
+    let deadline = script.deadline();
+    match first(call, spin_sdk::time::sleep(deadline)).await {
+        Some(result) => result.map_err(|e| Error::Unavailable(format!("redis: {e}"))),
+        None => {
+            // What the connection holds now is unknown: the next call opens another.
+            CONNECTION.with_borrow_mut(|c| *c = None);
+            Err(Error::Unavailable(format!("redis: no answer within {} ms", deadline.as_millis())))
+        }
+    }
+}
+
+/// The call's result, or None if `timer` ran out first.
+async fn first<T>(call: impl Future<Output = T>, timer: impl Future<Output = ()>) -> Option<T> {
+    let (mut call, mut timer) = (pin!(call), pin!(timer));
+    poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(value) => Poll::Ready(Some(value)),
+        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
+    })
+    .await
 }
 
 async fn open() -> Result<Connection, RedisError> {

@@ -1,6 +1,7 @@
 //! The Lua scripts, each in its own file, with the shared layout prepended.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 /// One script per call of the contract.
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +52,16 @@ impl Source {
 }
 
 impl Script {
+    /// How long a call may wait for Redis: the per-user scripts answer in
+    /// milliseconds; the batch scripts of reconcile and clear-category (100
+    /// users a call) get longer.
+    pub fn deadline(self) -> Duration {
+        match self {
+            Script::Rebuild | Script::CategoryInventory | Script::ClearCategory | Script::WalkUsers => Duration::from_secs(10),
+            _ => Duration::from_secs(2),
+        }
+    }
+
     /// The script's source and digest.
     pub fn source(self) -> &'static Source {
         match self {
