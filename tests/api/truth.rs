@@ -212,3 +212,17 @@ async fn cache_only_mode_has_no_reconcile() {
     let bad = app.reconcile(json!({"tenant": "acme", "users": [], "cursor": "x"})).await;
     assert_eq!(bad.status, 400);
 }
+
+#[tokio::test]
+async fn a_sql_store_that_stops_answering_is_a_503_not_a_hung_request() {
+    // Connections to it are accepted (the kernel's backlog) and never answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("postgres://postgres@127.0.0.1:{}/test", silent.local_addr().unwrap().port());
+    let app = App::with(Setup { sql_url: Some(url), ..Setup::default() }).await;
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), app.mark_read("acme", "u2", "c1", 1))
+        .await
+        .expect("mark-read answers while the SQL store is silent");
+    assert_eq!((answer.status, answer.body["error"]["code"].as_str()), (503, Some("unavailable")), "{:?}", answer.body);
+    assert!(answer.body["error"]["message"].as_str().unwrap().contains("no answer within"), "{:?}", answer.body);
+    assert!(app.redis.keys().is_empty(), "nothing reached Redis: the truth comes first");
+}

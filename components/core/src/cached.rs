@@ -4,12 +4,16 @@
 //! Spin reuses an instance for many requests, so the connection is cached in
 //! it. It holds no per-user data. A cached connection that failed is dropped
 //! and reopened once within the request; every operation we send is
-//! idempotent, so the retry is safe.
+//! idempotent, so the retry is safe. A call that outlives its deadline is
+//! given up ([`within`]); the caller then drops the connection.
 
 use std::cell::RefCell;
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::thread::LocalKey;
+use std::time::Duration;
 
 /// A per-instance slot for one connection.
 pub type Slot<C> = RefCell<Option<Rc<C>>>;
@@ -64,4 +68,14 @@ fn forget<C>(slot: &'static LocalKey<Slot<C>>, failed: &Rc<C>) {
             *c = None;
         }
     });
+}
+
+/// The call's result, or None if `deadline` passed first (the call is dropped).
+pub async fn within<T>(deadline: Duration, call: impl Future<Output = T>) -> Option<T> {
+    let (mut call, mut timer) = (pin!(call), pin!(spin_sdk::time::sleep(deadline)));
+    poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(value) => Poll::Ready(Some(value)),
+        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
+    })
+    .await
 }

@@ -2,14 +2,10 @@
 //! a deadline: a Redis that stops answering (a hung server, a dropped
 //! network) makes the call `unavailable` instead of holding the request.
 
-use std::future::{Future, poll_fn};
-use std::pin::pin;
-use std::task::Poll;
-
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
 use crate::Error;
-use crate::cached::{Slot, with_connection};
+use crate::cached::{Slot, within, with_connection};
 use crate::scripts::Script;
 
 thread_local! {
@@ -22,7 +18,7 @@ pub async fn eval(script: Script, args: Vec<String>) -> Result<Vec<RedisResult>,
     let args: Vec<RedisParameter> = args.into_iter().map(|a| RedisParameter::Binary(a.into_bytes())).collect();
     let call = with_connection(&CONNECTION, open, |connection| run(connection, script, &args));
     let deadline = script.deadline();
-    match first(call, spin_sdk::time::sleep(deadline)).await {
+    match within(deadline, call).await {
         Some(result) => result.map_err(|e| Error::Unavailable(format!("redis: {e}"))),
         None => {
             // What the connection holds now is unknown: the next call opens another.
@@ -30,16 +26,6 @@ pub async fn eval(script: Script, args: Vec<String>) -> Result<Vec<RedisResult>,
             Err(Error::Unavailable(format!("redis: no answer within {} ms", deadline.as_millis())))
         }
     }
-}
-
-/// The call's result, or None if `timer` ran out first.
-async fn first<T>(call: impl Future<Output = T>, timer: impl Future<Output = ()>) -> Option<T> {
-    let (mut call, mut timer) = (pin!(call), pin!(timer));
-    poll_fn(|cx| match call.as_mut().poll(cx) {
-        Poll::Ready(value) => Poll::Ready(Some(value)),
-        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
-    })
-    .await
 }
 
 async fn open() -> Result<Connection, RedisError> {

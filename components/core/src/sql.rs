@@ -7,10 +7,12 @@
 //! idempotently when an instance first connects. MySQL / MariaDB or
 //! PostgreSQL, chosen by the scheme of `sql_url`; empty means cache-only.
 
+use std::time::Duration;
+
 use spin_sdk::{mysql, pg};
 
 use crate::Error;
-use crate::cached::{Slot, with_connection};
+use crate::cached::{Slot, within, with_connection};
 
 mod truth;
 pub use truth::{TruthRow, truth};
@@ -124,7 +126,7 @@ async fn execute(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Pa
         let (statement, params) = (statement(&store), params.clone());
         async move { store.execute(&statement, params).await }
     };
-    with_connection(&CONNECTION, || Store::open(url), operation).await.map_err(unavailable)
+    in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
 }
 
 async fn query(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Param>) -> Result<Vec<Vec<Value>>, Error> {
@@ -132,7 +134,21 @@ async fn query(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Para
         let (statement, params) = (statement(&store), params.clone());
         async move { store.query(&statement, params).await }
     };
-    with_connection(&CONNECTION, || Store::open(url), operation).await.map_err(unavailable)
+    in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
+}
+
+/// A SQL call waits at most this long (a truth read of 100 users included).
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The call's result within [`DEADLINE`]; past it the connection is dropped.
+async fn in_time<T>(call: impl std::future::Future<Output = Result<T, String>>) -> Result<T, Error> {
+    match within(DEADLINE, call).await {
+        Some(result) => result.map_err(unavailable),
+        None => {
+            CONNECTION.with_borrow_mut(|c| *c = None);
+            Err(unavailable(format!("no answer within {} s", DEADLINE.as_secs())))
+        }
+    }
 }
 
 fn unavailable(error: String) -> Error {
