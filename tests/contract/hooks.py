@@ -74,13 +74,10 @@ def bias_touch(body, conversation, flag):
     return body
 
 
-def bias_recall(body, conversation, _flag):
-    body = dict(body)
-    if valid(body.get("tenant")):
-        body["tenant"] = TENANT
+def bias_recall(body, conversation, flag):
+    body = bias_tenant_members(body, conversation, flag)
     if valid(body.get("conversation")):
         body["conversation"] = conversation
-    body["members"] = with_user(body.get("members"))
     return body
 
 
