@@ -59,6 +59,7 @@ fn body_routes() -> Vec<Route> {
         Route::new("pin", "/v1/conversations/c1/pin", A, json!({"pinned": true})),
         Route::new("mark-unread", "/v1/conversations/c1/mark-unread", A, json!({})),
         Route::new("recall", "/v1/recall", S, json!({"tenant": T, "conversation": "c1", "seq": 2, "members": ["u1", "u2"]})),
+        Route::new("join", "/v1/join", S, json!({"tenant": T, "conversation": "c1", "seq": 3, "members": ["u1", "u2"]})),
         Route::new("clear-category users", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "users": ["u1", "u2"]})),
         Route::new("clear-category user", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "user": "u2", "dry_run": false})),
         Route::new("clear-category walk", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "cursor": "u1"})),

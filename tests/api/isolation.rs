@@ -281,6 +281,7 @@ fn service_calls() -> Vec<(&'static str, &'static str, Value)> {
         ("reconcile", "/v1/admin/reconcile", json!({"tenant": "beta", "users": ["u1"]})),
         ("delete-conversation", "/v1/admin/conversations/c12/delete", json!({"tenant": "beta", "members": ["u1"]})),
         ("recall", "/v1/recall", json!({"tenant": "beta", "conversation": "c12", "seq": 4, "members": ["u1"]})),
+        ("join", "/v1/join", json!({"tenant": "beta", "conversation": "c12", "seq": 4, "members": ["u1"]})),
         ("clear-category", "/v1/admin/clear-category", json!({"tenant": "beta", "category": "chat", "users": ["u1"]})),
         ("clear-category walk", "/v1/admin/clear-category", json!({"tenant": "acme", "category": "system"})),
     ]
@@ -430,6 +431,9 @@ async fn service_calls_for_one_tenant_never_touch_another() {
     assert_eq!((answer.status, &answer.body["changed"]), (200, &json!(2)), "{:?}", answer.body);
     only_beta(&app);
     let answer = service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "chat", "users": ["u1"]})).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    only_beta(&app);
+    let answer = service("/v1/join", json!({"tenant": "acme", "conversation": "c12", "seq": 5, "members": ["u1"]})).await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     only_beta(&app);
     let answer = service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "system", "cursor": null})).await;

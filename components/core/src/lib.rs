@@ -121,6 +121,19 @@ impl Guest for Core {
         reply::count(redis::eval(Script::Recall, args).await?)
     }
 
+    async fn join(tenant: String, conversation: String, seq: u64, members: Vec<String>) -> Result<u32, Error> {
+        check_exact(seq, "seq")?;
+        let max_conversations = config::max_conversations().await?;
+        let members = members_with_sender(members, None);
+        if let Some(url) = sql::configured().await {
+            let cursors: Vec<(String, String, u64)> = members.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
+            sql::advance_cursors(&url, &tenant, &cursors).await?;
+        }
+        let mut args = vec![tenant, conversation, seq.to_string(), max_conversations.to_string()];
+        args.extend(members);
+        reply::count(redis::eval(Script::Join, args).await?)
+    }
+
     async fn clear_category(tenant: String, scope: UserScope, category: String, dry_run: bool) -> Result<ClearReport, Error> {
         clear::run(sql::configured().await, &tenant, scope, &category, dry_run).await
     }

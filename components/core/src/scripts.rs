@@ -18,6 +18,7 @@ pub enum Script {
     CategoryInventory,
     ClearCategory,
     WalkUsers,
+    Join,
 }
 
 /// A script's full source and the SHA1 that `EVALSHA` names it by.
@@ -44,6 +45,7 @@ static RECALL: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua
 static CATEGORY_INVENTORY: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/category_inventory.lua")));
 static CLEAR_CATEGORY: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/clear_category.lua")));
 static WALK_USERS: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/walk_users.lua")));
+static JOIN: LazyLock<Source> = LazyLock::new(|| Source::new(with_layout!("lua/join.lua")));
 
 impl Source {
     fn new(text: &'static str) -> Self {
@@ -77,6 +79,7 @@ impl Script {
             Script::CategoryInventory => &CATEGORY_INVENTORY,
             Script::ClearCategory => &CLEAR_CATEGORY,
             Script::WalkUsers => &WALK_USERS,
+            Script::Join => &JOIN,
         }
     }
 }

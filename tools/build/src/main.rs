@@ -22,6 +22,7 @@ const FUNCTIONS: &[&str] = &[
     "conversation-flags",
     "recall",
     "clear-category",
+    "join",
 ];
 const STANDALONE: &[&str] = &["not-found"];
 

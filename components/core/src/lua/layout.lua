@@ -240,6 +240,29 @@ local function save(tenant, user, category, conv, before, st)
   return now
 end
 
+-- The user has seen everything up to seq: the read cursor never moves back,
+-- what arrived after seq stays unread (seed 000's clear rule), a mark-unread
+-- flag goes. A cursor ahead of the conversation's first touch is kept in
+-- `early` so that the late touch does not count. Returns 'ok' or 'early', the
+-- read cursor, what the conversation counts now, and whether anything changed.
+local function read_up_to(tenant, user, conv, seq, max_conversations)
+  local p = user_prefix(tenant, user)
+  local category = redis.call('HGET', p .. 'dir', conv)
+  if not category then
+    local early = tonumber(redis.call('HGET', p .. 'early', conv) or '0')
+    if seq <= early then return 'early', early, NOTHING, false end
+    bounded_set(p .. 'early', conv, int(seq), max_conversations)
+    bump(p)
+    return 'early', seq, NOTHING, true
+  end
+  local st = load_state(p, category, conv)
+  local before = counted(st)
+  if seq <= st.read and not has_flag(st, 'u') then return 'ok', st.read, before, false end
+  st.read = math.max(st.read, seq)
+  set_flag(st, 'u', false)
+  return 'ok', st.read, save(tenant, user, category, conv, before, st), true
+end
+
 -- Removes one conversation and all its state; what it counted leaves the badge.
 local function drop_conversation(p, category, conv)
   local st = load_state(p, category, conv)
