@@ -58,12 +58,19 @@ def with_user(members, most=500):
     return members
 
 
-def bias_touch(body, conversation, flag):
+def bias_ids(body, conversation):
+    """Valid tenant and conversation ids swapped for the seeded ones."""
     body = dict(body)
     if valid(body.get("tenant")):
         body["tenant"] = TENANT
     if valid(body.get("conversation")):
         body["conversation"] = conversation
+    return body
+
+
+def bias_touch(body, conversation, flag):
+    body = bias_ids(body, conversation)
+    if body.get("conversation") == conversation:
         if "category" in body and isinstance(body["category"], str) and re.fullmatch(r"[a-z0-9_-]{1,32}", body["category"]):
             body["category"] = category_of(conversation)
         elif "category" not in body and category_of(conversation) != "chat":
@@ -74,10 +81,9 @@ def bias_touch(body, conversation, flag):
     return body
 
 
-def bias_recall(body, conversation, flag):
-    body = bias_tenant_members(body, conversation, flag)
-    if valid(body.get("conversation")):
-        body["conversation"] = conversation
+def bias_recall(body, conversation, _flag):
+    body = bias_ids(body, conversation)
+    body["members"] = with_user(body.get("members"))
     return body
 
 

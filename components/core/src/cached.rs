@@ -70,12 +70,18 @@ fn forget<C>(slot: &'static LocalKey<Slot<C>>, failed: &Rc<C>) {
     });
 }
 
-/// The call's result, or None if `deadline` passed first (the call is dropped).
-pub async fn within<T>(deadline: Duration, call: impl Future<Output = T>) -> Option<T> {
+/// The call's result, or None if `deadline` passed first: the call is
+/// dropped, and so is the cached connection (what it holds now is unknown;
+/// the next call opens another).
+pub async fn within<C, T>(slot: &'static LocalKey<Slot<C>>, deadline: Duration, call: impl Future<Output = T>) -> Option<T> {
     let (mut call, mut timer) = (pin!(call), pin!(spin_sdk::time::sleep(deadline)));
-    poll_fn(|cx| match call.as_mut().poll(cx) {
+    let result = poll_fn(|cx| match call.as_mut().poll(cx) {
         Poll::Ready(value) => Poll::Ready(Some(value)),
         Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
     })
-    .await
+    .await;
+    if result.is_none() {
+        slot.with_borrow_mut(|c| *c = None);
+    }
+    result
 }

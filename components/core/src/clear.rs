@@ -15,8 +15,6 @@ use crate::{config, reconcile, redis, reply, sql};
 
 /// Users per Redis script.
 const CHUNK: usize = 100;
-/// Users per call of a walk.
-const WALK_BATCH: usize = 200;
 
 /// Clears (or, with `dry_run`, inventories) `category` for the users of `scope`.
 pub async fn run(store: Option<String>, tenant: &str, scope: UserScope, category: &str, dry_run: bool) -> Result<ClearReport, Error> {
@@ -68,15 +66,13 @@ async fn clear(store: Option<&str>, tenant: &str, category: &str, inventory: rep
 /// users Redis holds state for (the cursor is Redis's SCAN cursor).
 async fn walk(store: Option<&str>, tenant: &str, after: Option<String>) -> Result<(Vec<String>, Option<String>), Error> {
     if let Some(url) = store {
-        let users = sql::members_after(url, tenant, after.as_deref().unwrap_or(""), WALK_BATCH as u32).await?;
-        let next = (users.len() == WALK_BATCH).then(|| users.last().cloned()).flatten();
-        return Ok((users, next));
+        return reconcile::walk_members(url, tenant, after).await;
     }
     let cursor = after.unwrap_or_else(|| "0".into());
     if cursor.is_empty() || !cursor.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Error::Invalid("cursor is not one this service issued".into()));
     }
-    let args = vec![tenant.to_string(), cursor, WALK_BATCH.to_string()];
+    let args = vec![tenant.to_string(), cursor, reconcile::WALK_BATCH.to_string()];
     let mut found = reply::texts(redis::eval(Script::WalkUsers, args).await?)?.into_iter();
     let next = found.next().filter(|c| c != "0");
     Ok((found.collect(), next))

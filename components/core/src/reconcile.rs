@@ -17,7 +17,7 @@ use crate::config;
 /// Users per Redis script and SQL query.
 const CHUNK: usize = 100;
 /// Users per call of a walk.
-const WALK_BATCH: u32 = 200;
+pub const WALK_BATCH: u32 = 200;
 /// Reads of the truth for users whose state keeps moving.
 const ATTEMPTS: usize = 3;
 
@@ -25,11 +25,7 @@ const ATTEMPTS: usize = 3;
 pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileReport, Error> {
     let (users, next_cursor) = match scope {
         UserScope::Users(users) => (users, None),
-        UserScope::Walk(after) => {
-            let users = sql::members_after(url, tenant, after.as_deref().unwrap_or(""), WALK_BATCH).await?;
-            let next = (users.len() == WALK_BATCH as usize).then(|| users.last().cloned()).flatten();
-            (users, next)
-        }
+        UserScope::Walk(after) => walk_members(url, tenant, after).await?,
     };
     let max_conversations = config::max_conversations().await?;
     let threshold = u64::from(config::drift_alert_threshold().await?);
@@ -44,6 +40,14 @@ pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileR
         }
     }
     Ok(report)
+}
+
+/// The next batch of users with a membership, after `after`, and where the
+/// walk goes on (none when it is complete).
+pub async fn walk_members(url: &str, tenant: &str, after: Option<String>) -> Result<(Vec<String>, Option<String>), Error> {
+    let users = sql::members_after(url, tenant, after.as_deref().unwrap_or(""), WALK_BATCH).await?;
+    let next = (users.len() == WALK_BATCH as usize).then(|| users.last().cloned()).flatten();
+    Ok((users, next))
 }
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.

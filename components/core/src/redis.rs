@@ -18,13 +18,9 @@ pub async fn eval(script: Script, args: Vec<String>) -> Result<Vec<RedisResult>,
     let args: Vec<RedisParameter> = args.into_iter().map(|a| RedisParameter::Binary(a.into_bytes())).collect();
     let call = with_connection(&CONNECTION, open, |connection| run(connection, script, &args));
     let deadline = script.deadline();
-    match within(deadline, call).await {
+    match within(&CONNECTION, deadline, call).await {
         Some(result) => result.map_err(|e| Error::Unavailable(format!("redis: {e}"))),
-        None => {
-            // What the connection holds now is unknown: the next call opens another.
-            CONNECTION.with_borrow_mut(|c| *c = None);
-            Err(Error::Unavailable(format!("redis: no answer within {} ms", deadline.as_millis())))
-        }
+        None => Err(Error::Unavailable(format!("redis: no answer within {} ms", deadline.as_millis()))),
     }
 }
 

@@ -142,13 +142,10 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 /// The call's result within [`DEADLINE`]; past it the connection is dropped.
 async fn in_time<T>(call: impl std::future::Future<Output = Result<T, String>>) -> Result<T, Error> {
-    match within(DEADLINE, call).await {
-        Some(result) => result.map_err(unavailable),
-        None => {
-            CONNECTION.with_borrow_mut(|c| *c = None);
-            Err(unavailable(format!("no answer within {} s", DEADLINE.as_secs())))
-        }
-    }
+    within(&CONNECTION, DEADLINE, call)
+        .await
+        .unwrap_or_else(|| Err(format!("no answer within {} s", DEADLINE.as_secs())))
+        .map_err(unavailable)
 }
 
 fn unavailable(error: String) -> Error {
