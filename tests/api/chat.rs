@@ -52,13 +52,23 @@ async fn a_muted_conversation_keeps_its_unread_but_leaves_the_badge_total() {
     messages(&app, "c2", 1, 2, 2_000).await;
     let muted = flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
     assert_eq!(muted.status, 200, "{:?}", muted.body);
-    assert_eq!((muted.body["conversation"]["muted"].clone(), muted.body["conversation"]["unread"].clone()), (json!(true), json!(3)));
+    assert_eq!(
+        (muted.body["conversation"]["muted"].clone(), muted.body["conversation"]["unread"].clone()),
+        (json!(true), json!(3))
+    );
     assert_eq!(muted.body["badge"], json!({"total": 2, "muted": 3, "mentions": 0, "categories": {"chat": 2}}));
-    assert_eq!(flag(&app, "u2", "c1", "mute", json!({"muted": true})).await.body, muted.body, "muting again changes nothing");
+    assert_eq!(
+        flag(&app, "u2", "c1", "mute", json!({"muted": true})).await.body,
+        muted.body,
+        "muting again changes nothing"
+    );
     let rows = app.whole_list("acme", "u2", 20).await;
     assert_eq!((row(&rows, "c1")["unread"].clone(), row(&rows, "c1")["muted"].clone()), (json!(3), json!(true)));
     messages(&app, "c1", 4, 1, 1_000).await;
-    assert_eq!(badge_of(&app, "u2", "").await, json!({"total": 2, "muted": 4, "mentions": 0, "categories": {"chat": 2}, "degraded": false}));
+    assert_eq!(
+        badge_of(&app, "u2", "").await,
+        json!({"total": 2, "muted": 4, "mentions": 0, "categories": {"chat": 2}, "degraded": false})
+    );
     assert_eq!(badge_of(&app, "u3", "").await["total"], 6, "another member's mute is not u3's");
     let unmuted = flag(&app, "u2", "c1", "mute", json!({"muted": false})).await;
     assert_eq!(unmuted.body["badge"], json!({"total": 6, "muted": 0, "mentions": 0, "categories": {"chat": 6}}));
@@ -90,7 +100,10 @@ async fn mentions_count_until_read_past_them_even_when_muted() {
     let read = app.mark_read("acme", "u2", "c1", 2).await.body;
     assert_eq!((read["unread"].clone(), read["mentions"].clone()), (json!(2), json!(1)));
     flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
-    assert_eq!(badge_of(&app, "u2", "").await, json!({"total": 0, "muted": 2, "mentions": 1, "categories": {}, "degraded": false}));
+    assert_eq!(
+        badge_of(&app, "u2", "").await,
+        json!({"total": 0, "muted": 2, "mentions": 1, "categories": {}, "degraded": false})
+    );
     assert_eq!(app.mark_read("acme", "u2", "c1", 4).await.body["badge"]["mentions"], 0);
 }
 
@@ -101,7 +114,10 @@ async fn pinned_conversations_come_first_newest_first_and_are_capped() {
         messages(&app, conversation, 1, 1, 1_000 * (i as u64 + 1)).await;
     }
     for conversation in ["c1", "c3"] {
-        assert_eq!(flag(&app, "u2", conversation, "pin", json!({"pinned": true})).await.body["conversation"]["pinned"], true);
+        assert_eq!(
+            flag(&app, "u2", conversation, "pin", json!({"pinned": true})).await.body["conversation"]["pinned"],
+            true
+        );
     }
     let expected = ["c3", "c1", "c7", "c6", "c5", "c4", "c2"];
     for page_size in [1, 2, 3, 20] {
@@ -115,7 +131,11 @@ async fn pinned_conversations_come_first_newest_first_and_are_capped() {
     }
     let sixth = flag(&app, "u2", "c7", "pin", json!({"pinned": true})).await;
     assert_eq!((sixth.status, sixth.body["error"]["code"].as_str()), (409, Some("too_many_pins")));
-    assert_eq!(flag(&app, "u2", "c3", "pin", json!({"pinned": true})).await.status, 200, "pinning a pinned one again is fine");
+    assert_eq!(
+        flag(&app, "u2", "c3", "pin", json!({"pinned": true})).await.status,
+        200,
+        "pinning a pinned one again is fine"
+    );
     assert_eq!(flag(&app, "u2", "c3", "pin", json!({"pinned": false})).await.body["conversation"]["pinned"], false);
     assert_eq!(flag(&app, "u2", "c7", "pin", json!({"pinned": true})).await.status, 200);
     assert_eq!(ids(&app.whole_list("acme", "u2", 3).await), ["c1", "c7", "c6", "c5", "c4", "c3", "c2"]);
@@ -142,7 +162,10 @@ async fn mark_unread_counts_one_until_the_next_mark_read() {
     app.mark_read("acme", "u2", "c1", 2).await;
     let marked = flag(&app, "u2", "c1", "mark-unread", json!({})).await;
     assert_eq!(marked.status, 200, "{:?}", marked.body);
-    assert_eq!((marked.body["conversation"]["marked_unread"].clone(), marked.body["conversation"]["unread"].clone()), (json!(true), json!(0)));
+    assert_eq!(
+        (marked.body["conversation"]["marked_unread"].clone(), marked.body["conversation"]["unread"].clone()),
+        (json!(true), json!(0))
+    );
     assert_eq!(marked.body["badge"]["total"], 4);
     let empty_body = app.send("POST", "/v1/conversations/c2/mark-unread", Some(jwt("acme", "u2")), None).await;
     assert_eq!(empty_body.body["badge"]["total"], 4, "a conversation with unread messages counts them, not one more");
@@ -192,7 +215,11 @@ async fn recalling_the_last_message_can_replace_its_preview() {
     let answer = app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await;
     assert_eq!(answer.body["changed"], 1, "u3 had read it");
     for user in ["u2", "u3"] {
-        assert_eq!(preview(app.whole_list("acme", user, 20).await), json!({"type": "recalled", "sender_name": "u1"}), "{user}");
+        assert_eq!(
+            preview(app.whole_list("acme", user, 20).await),
+            json!({"type": "recalled", "sender_name": "u1"}),
+            "{user}"
+        );
     }
     assert_eq!(row(&app.whole_list("acme", "u2", 20).await, "c1")["unread"], 0);
 }
@@ -205,7 +232,10 @@ async fn a_recalled_mention_stops_counting() {
     app.touch(touch).await;
     assert_eq!(badge_of(&app, "u2", "").await["mentions"], 1);
     recall(&app, "c1", 1, &["u1", "u2"]).await;
-    assert_eq!(badge_of(&app, "u2", "").await, json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false}));
+    assert_eq!(
+        badge_of(&app, "u2", "").await,
+        json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false})
+    );
 }
 
 /// u2 and u3 get chat c1 (3 unread) and system notices n1 (2) and n2 (1).
@@ -226,7 +256,8 @@ async fn clear_category_clears_exactly_that_category_after_a_dry_run() {
     two_categories(&app).await;
     flag(&app, "u2", "c1", "mark-unread", json!({})).await;
     let before = app.redis.key_space();
-    let dry = clear_category(&app, json!({"tenant": "acme", "user": "u2", "category": "system", "dry_run": true})).await;
+    let dry =
+        clear_category(&app, json!({"tenant": "acme", "user": "u2", "category": "system", "dry_run": true})).await;
     assert_eq!(dry.body, json!({"dry_run": true, "users": 1, "conversations": 2, "unread": 3, "next_cursor": null}));
     assert_eq!(app.redis.key_space(), before, "a dry run writes nothing");
     let done = clear_category(&app, json!({"tenant": "acme", "user": "u2", "category": "system"})).await;
@@ -318,8 +349,14 @@ async fn list_and_badge_filter_by_category() {
         }
     }
     assert_eq!(ids(&rows), ["n1", "n2"]);
-    assert_eq!(ids(app.list("acme", "u2", "category=trade").await.body["conversations"].as_array().unwrap()), Vec::<&str>::new());
-    assert_eq!(badge_of(&app, "u2", "category=system").await, json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"system": 3}, "degraded": false}));
+    assert_eq!(
+        ids(app.list("acme", "u2", "category=trade").await.body["conversations"].as_array().unwrap()),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        badge_of(&app, "u2", "category=system").await,
+        json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"system": 3}, "degraded": false})
+    );
     assert_eq!(badge_of(&app, "u2", "category=trade").await["total"], 0);
 }
 
@@ -334,7 +371,10 @@ async fn the_lockscreen_preview_keeps_allowed_fields_and_cuts_text() {
     assert_eq!(full["conversations"][0]["preview"], touch["preview"], "the stored preview comes back as given");
     let locked = app.list("acme", "u2", "preview=lockscreen").await.body;
     let cut: String = text.chars().take(40).collect();
-    assert_eq!(locked["conversations"][0]["preview"], json!({"type": "text", "sender_name": "Ann", "text": format!("{cut}…")}));
+    assert_eq!(
+        locked["conversations"][0]["preview"],
+        json!({"type": "text", "sender_name": "Ann", "text": format!("{cut}…")})
+    );
     assert_eq!(app.list("acme", "u2", "preview=tiny").await.status, 400);
 }
 
@@ -379,27 +419,40 @@ async fn every_change_of_a_badge_publishes_one_event_that_matches_the_state() {
     touch["mentions"] = json!(["u2"]);
     app.touch(touch).await;
     let badge = badge_of(&app, "u2", "").await;
-    assert_eq!(events.take(), [json!({"user": "u2", "conversation": "c1", "unread": 1, "mentions": 1,
+    assert_eq!(
+        events.take(),
+        [json!({"user": "u2", "conversation": "c1", "unread": 1, "mentions": 1,
         "badge": {"total": badge["total"], "muted": badge["muted"], "mentions": badge["mentions"]}})],
-        "one event, for u2: the sender's numbers did not move");
+        "one event, for u2: the sender's numbers did not move"
+    );
     flag(&app, "u2", "c1", "pin", json!({"pinned": true})).await;
     assert_eq!(events.take(), Vec::<Value>::new(), "a pin moves no number");
     flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
     assert_eq!(events.take()[0]["badge"], json!({"total": 0, "muted": 1, "mentions": 1}));
     app.mark_read("acme", "u2", "c1", 1).await;
-    assert_eq!(events.take(), [json!({"user": "u2", "conversation": "c1", "unread": 0, "mentions": 0,
-        "badge": {"total": 0, "muted": 0, "mentions": 0}})]);
+    assert_eq!(
+        events.take(),
+        [json!({"user": "u2", "conversation": "c1", "unread": 0, "mentions": 0,
+        "badge": {"total": 0, "muted": 0, "mentions": 0}})]
+    );
     app.mark_read("acme", "u2", "c1", 1).await;
     assert_eq!(events.take(), Vec::<Value>::new(), "a mark-read that changes nothing publishes nothing");
     messages(&app, "c1", 2, 1, 1_000).await;
     recall(&app, "c1", 2, &["u2", "u3"]).await;
-    let unread: Vec<(String, u64)> =
-        events.take().iter().map(|e| (e["user"].as_str().unwrap().to_string(), e["unread"].as_u64().unwrap())).collect();
+    let unread: Vec<(String, u64)> = events
+        .take()
+        .iter()
+        .map(|e| (e["user"].as_str().unwrap().to_string(), e["unread"].as_u64().unwrap()))
+        .collect();
     // u3 joins at seq 2: both messages count for it.
     assert_eq!(unread, [("u2".into(), 1), ("u3".into(), 2), ("u2".into(), 0), ("u3".into(), 1)]);
     app.delete_conversation("acme", "c1", &["u1", "u2", "u3"]).await;
-    assert_eq!(events.take(), [json!({"user": "u3", "conversation": "c1", "unread": 0, "mentions": 0,
-        "badge": {"total": 0, "muted": 0, "mentions": 0}})], "only u3 had something unread in it");
+    assert_eq!(
+        events.take(),
+        [json!({"user": "u3", "conversation": "c1", "unread": 0, "mentions": 0,
+        "badge": {"total": 0, "muted": 0, "mentions": 0}})],
+        "only u3 had something unread in it"
+    );
 }
 
 #[tokio::test]
@@ -427,7 +480,10 @@ async fn flags_mentions_and_recalls_are_in_the_truth() {
         app.redis.restart();
         assert_eq!(app.list("acme", "u2", "").await.body["degraded"], true, "{kind:?}: Redis lost everything");
         assert_eq!(app.whole_list("acme", "u2", 20).await, before, "{kind:?}: rebuilt from the truth");
-        assert_eq!(badge_of(&app, "u2", "").await, json!({"total": 0, "muted": 2, "mentions": 2, "categories": {}, "degraded": false}));
+        assert_eq!(
+            badge_of(&app, "u2", "").await,
+            json!({"total": 0, "muted": 2, "mentions": 2, "categories": {}, "degraded": false})
+        );
         drop(app);
         store.drop_database().await;
     }
@@ -461,7 +517,10 @@ async fn a_member_who_joins_late_counts_only_what_came_after() {
     touch["mentions"] = json!(["u9"]);
     app.touch(touch).await;
     let rows = app.whole_list("acme", "u9", 20).await;
-    assert_eq!((rows[0]["unread"].clone(), rows[0]["read_seq"].clone(), rows[0]["mentions"].clone()), (json!(1), json!(5), json!(1)));
+    assert_eq!(
+        (rows[0]["unread"].clone(), rows[0]["read_seq"].clone(), rows[0]["mentions"].clone()),
+        (json!(1), json!(5), json!(1))
+    );
     // Told after its first touch, or twice: the same.
     assert_eq!(join(&app, "c1", 4, &["u2"]).await.body["changed"], 1);
     assert_eq!(join(&app, "c1", 4, &["u2"]).await.body["changed"], 0);

@@ -119,7 +119,12 @@ async fn the_badge_is_the_sum_of_the_list_under_any_interleaving() {
                     _ => {
                         // One script answers page and badge: an atomic snapshot.
                         let page = app.list("acme", user, "limit=100").await.body;
-                        let sum: u64 = page["conversations"].as_array().unwrap().iter().map(|r| r["unread"].as_u64().unwrap()).sum();
+                        let sum: u64 = page["conversations"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|r| r["unread"].as_u64().unwrap())
+                            .sum();
                         assert_eq!(page["badge"]["total"].as_u64(), Some(sum), "{page}");
                     }
                 }

@@ -36,23 +36,96 @@ async fn bad_touches_are_refused_and_write_nothing() {
         ("seq as string", with(good.clone(), "seq", json!("1")).to_string().into_bytes(), 400, "invalid_request"),
         ("seq 0", with(good.clone(), "seq", json!(0)).to_string().into_bytes(), 400, "invalid_request"),
         ("seq 2^53", with(good.clone(), "seq", json!(1u64 << 53)).to_string().into_bytes(), 400, "invalid_request"),
-        ("seq beyond u64", good.to_string().replace("\"seq\":1", "\"seq\":18446744073709551616").into_bytes(), 400, "invalid_request"),
+        (
+            "seq beyond u64",
+            good.to_string().replace("\"seq\":1", "\"seq\":18446744073709551616").into_bytes(),
+            400,
+            "invalid_request",
+        ),
         ("negative ts", with(good.clone(), "ts", json!(-1)).to_string().into_bytes(), 400, "invalid_request"),
-        ("ts beyond 2255", with(good.clone(), "ts", json!(9_007_199_254_741u64)).to_string().into_bytes(), 400, "invalid_request"),
-        ("tenant with braces", with(good.clone(), "tenant", json!("a{b}")).to_string().into_bytes(), 400, "invalid_request"),
-        ("conversation with colon", with(good.clone(), "conversation", json!("a:b")).to_string().into_bytes(), 400, "invalid_request"),
-        ("member with star", with(good.clone(), "members", json!(["u*"])).to_string().into_bytes(), 400, "invalid_request"),
-        ("member with space", with(good.clone(), "members", json!(["u 1"])).to_string().into_bytes(), 400, "invalid_request"),
-        ("unicode member", with(good.clone(), "members", json!(["ü"])).to_string().into_bytes(), 400, "invalid_request"),
-        ("long id", with(good.clone(), "conversation", json!("c".repeat(65))).to_string().into_bytes(), 400, "invalid_request"),
+        (
+            "ts beyond 2255",
+            with(good.clone(), "ts", json!(9_007_199_254_741u64)).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "tenant with braces",
+            with(good.clone(), "tenant", json!("a{b}")).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "conversation with colon",
+            with(good.clone(), "conversation", json!("a:b")).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "member with star",
+            with(good.clone(), "members", json!(["u*"])).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "member with space",
+            with(good.clone(), "members", json!(["u 1"])).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "unicode member",
+            with(good.clone(), "members", json!(["ü"])).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "long id",
+            with(good.clone(), "conversation", json!("c".repeat(65))).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
         ("no members", with(good.clone(), "members", json!([])).to_string().into_bytes(), 400, "invalid_request"),
-        ("501 members", with(good.clone(), "members", json!(too_many)).to_string().into_bytes(), 400, "invalid_request"),
-        ("bad category", with(good.clone(), "category", json!("Chat")).to_string().into_bytes(), 400, "invalid_request"),
-        ("preview not object", with(good.clone(), "preview", json!("hi")).to_string().into_bytes(), 400, "invalid_request"),
-        ("preview over 1 KiB", with(good.clone(), "preview", json!({"text": "x".repeat(1100)})).to_string().into_bytes(), 400, "preview_too_large"),
+        (
+            "501 members",
+            with(good.clone(), "members", json!(too_many)).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "bad category",
+            with(good.clone(), "category", json!("Chat")).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "preview not object",
+            with(good.clone(), "preview", json!("hi")).to_string().into_bytes(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "preview over 1 KiB",
+            with(good.clone(), "preview", json!({"text": "x".repeat(1100)})).to_string().into_bytes(),
+            400,
+            "preview_too_large",
+        ),
         ("duplicate key", good.to_string().replacen("{", "{\"seq\":2,", 1).into_bytes(), 400, "invalid_request"),
-        ("deeply nested", with(good.clone(), "preview", json!({"x": "NEST"})).to_string().replace("\"NEST\"", &format!("{}{}", "[".repeat(10_000), "]".repeat(10_000))).into_bytes(), 400, "invalid_json"),
-        ("body over 64 KiB", with(good.clone(), "pad", json!("x".repeat(70_000))).to_string().into_bytes(), 413, "body_too_large"),
+        (
+            "deeply nested",
+            with(good.clone(), "preview", json!({"x": "NEST"}))
+                .to_string()
+                .replace("\"NEST\"", &format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)))
+                .into_bytes(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "body over 64 KiB",
+            with(good.clone(), "pad", json!("x".repeat(70_000))).to_string().into_bytes(),
+            413,
+            "body_too_large",
+        ),
     ];
     for (name, body, status, code) in cases {
         let answer = app.send_bytes("POST", "/v1/touch", Some(SERVICE_TOKEN.into()), Some(body)).await;
@@ -76,7 +149,16 @@ async fn bad_app_calls_are_refused_and_write_nothing() {
     ] {
         assert_error(&app.send("POST", "/v1/mark-read", token(), post(body)).await, 400, code);
     }
-    for query in ["limit=0", "limit=101", "limit=x", "cursor=abc", "cursor=1", "cursor=99999999999999999999.c1", "foo=1", "limit=5&limit=6"] {
+    for query in [
+        "limit=0",
+        "limit=101",
+        "limit=x",
+        "cursor=abc",
+        "cursor=1",
+        "cursor=99999999999999999999.c1",
+        "foo=1",
+        "limit=5&limit=6",
+    ] {
         let answer = app.send("GET", &format!("/v1/conversations?{query}"), token(), None).await;
         assert_error(&answer, 400, if query.starts_with("cursor") { "invalid_request" } else { "invalid_query" });
     }
@@ -93,14 +175,22 @@ async fn callers_must_authenticate() {
         None,
         Some("not-a-jwt".to_string()),
         Some(signed_jwt(r#"{"alg":"HS256"}"#, &claims, "wrong-secret")),
-        Some(signed_jwt(r#"{"alg":"HS256"}"#, &json!({"sub": "u1", "tid": "acme", "exp": 1}), crate::support::JWT_SECRET)),
+        Some(signed_jwt(
+            r#"{"alg":"HS256"}"#,
+            &json!({"sub": "u1", "tid": "acme", "exp": 1}),
+            crate::support::JWT_SECRET,
+        )),
         Some(signed_jwt(r#"{"alg":"HS256"}"#, &json!({"sub": "u1", "tid": "acme"}), crate::support::JWT_SECRET)),
         Some(signed_jwt(r#"{"alg":"HS384"}"#, &claims, crate::support::JWT_SECRET)),
         Some(format!("{}.", signed_jwt(r#"{"alg":"none"}"#, &claims, "").rsplit_once('.').unwrap().0)),
         Some(SERVICE_TOKEN.to_string()),
     ];
     for token in bad_tokens {
-        for (method, path, body) in [("GET", "/v1/badge", None), ("GET", "/v1/conversations", None), ("POST", "/v1/mark-read", Some("{\"conversation\":\"c1\",\"seq\":1}"))] {
+        for (method, path, body) in [
+            ("GET", "/v1/badge", None),
+            ("GET", "/v1/conversations", None),
+            ("POST", "/v1/mark-read", Some("{\"conversation\":\"c1\",\"seq\":1}")),
+        ] {
             let answer = app.send(method, path, token.clone(), body.map(String::from)).await;
             assert_error(&answer, 401, "unauthorized");
         }
@@ -117,7 +207,11 @@ async fn wrong_methods_and_unknown_routes() {
     let app = App::start().await;
     assert_error(&app.send("GET", "/v1/touch", Some(SERVICE_TOKEN.into()), None).await, 405, "method_not_allowed");
     assert_error(&app.send("GET", "/v1/mark-read", Some(jwt("acme", "u1")), None).await, 405, "method_not_allowed");
-    assert_error(&app.send("POST", "/v1/conversations", Some(jwt("acme", "u1")), None).await, 405, "method_not_allowed");
+    assert_error(
+        &app.send("POST", "/v1/conversations", Some(jwt("acme", "u1")), None).await,
+        405,
+        "method_not_allowed",
+    );
     assert_error(&app.send("DELETE", "/v1/badge", Some(jwt("acme", "u1")), None).await, 405, "method_not_allowed");
     for path in ["/", "/v1", "/v1/nope", "/v1/touch/x", "/v2/badge"] {
         assert_error(&app.send("GET", path, None, None).await, 404, "not_found");

@@ -126,7 +126,13 @@ async fn run(kind: Kind, kill_redis: bool) {
         let category = ["chat", "chat", "system", "trade"][i % 4];
         let id = format!("c{i:02}");
         store.create_conversation(TENANT, &id, category, &members).await;
-        conversations.push(Conversation { id, category, members, last_seq: AtomicU64::new(0), deleted: AtomicBool::new(false) });
+        conversations.push(Conversation {
+            id,
+            category,
+            members,
+            last_seq: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
+        });
     }
     let world = Arc::new(World {
         app,
@@ -164,13 +170,30 @@ async fn run(kind: Kind, kill_redis: bool) {
         "history {kind:?}{}: {} ops ({} touches, {} refused while Redis was down, {} duplicate, {} delayed; {} mark-reads; \
          {} lists; {} badges; {} deletes; {} recalls; {} flags; {} degraded answers); drift before reconcile: {} of {} users, max {}; after: {} users, max {}",
         if kill_redis { " with Redis killed" } else { "" },
-        c.ops.load(SeqCst), c.touches.load(SeqCst), c.refused_touches.load(SeqCst), c.duplicate_touches.load(SeqCst),
-        c.delayed_touches.load(SeqCst), c.mark_reads.load(SeqCst), c.lists.load(SeqCst), c.badges.load(SeqCst),
-        c.deletes.load(SeqCst), c.recalls.load(SeqCst), c.flags.load(SeqCst), c.degraded.load(SeqCst), before["drifted"], before["checked"], before["max_drift"],
-        after["drifted"], after["max_drift"],
+        c.ops.load(SeqCst),
+        c.touches.load(SeqCst),
+        c.refused_touches.load(SeqCst),
+        c.duplicate_touches.load(SeqCst),
+        c.delayed_touches.load(SeqCst),
+        c.mark_reads.load(SeqCst),
+        c.lists.load(SeqCst),
+        c.badges.load(SeqCst),
+        c.deletes.load(SeqCst),
+        c.recalls.load(SeqCst),
+        c.flags.load(SeqCst),
+        c.degraded.load(SeqCst),
+        before["drifted"],
+        before["checked"],
+        before["max_drift"],
+        after["drifted"],
+        after["max_drift"],
     );
     assert!(c.ops.load(SeqCst) >= total - CLIENTS);
-    assert_eq!((after["drifted"].as_u64(), after["max_drift"].as_u64()), (Some(0), Some(0)), "a second pass found drift");
+    assert_eq!(
+        (after["drifted"].as_u64(), after["max_drift"].as_u64()),
+        (Some(0), Some(0)),
+        "a second pass found drift"
+    );
     if kill_redis {
         assert!(world.killed.load(SeqCst));
         assert!(c.refused_touches.load(SeqCst) + c.degraded.load(SeqCst) > 0, "the kill was noticed");
@@ -223,7 +246,11 @@ async fn send(world: &World, rng: &mut StdRng) {
         conversation: conversation.id.clone(),
         seq,
         sender: sender.clone(),
-        users: if rng.random_bool(0.2) { conversation.members.choose_multiple(rng, 2).cloned().collect() } else { Vec::new() },
+        users: if rng.random_bool(0.2) {
+            conversation.members.choose_multiple(rng, 2).cloned().collect()
+        } else {
+            Vec::new()
+        },
         all: rng.random_bool(0.05),
     };
     let touch = json!({
@@ -273,7 +300,13 @@ async fn mark_read(world: &World, rng: &mut StdRng) {
     let Some(conversation) = live(world, rng) else { return };
     let user = conversation.members.choose(rng).unwrap();
     let device = rng.random_range(0..DEVICES);
-    let seen = world.seen.lock().await.get(&(user.clone(), device)).and_then(|s| s.get(&conversation.id).copied()).unwrap_or(0);
+    let seen = world
+        .seen
+        .lock()
+        .await
+        .get(&(user.clone(), device))
+        .and_then(|s| s.get(&conversation.id).copied())
+        .unwrap_or(0);
     // A stale ack (what this device last saw) or a fresh one (pushed the newest).
     let ack = if rng.random_bool(0.3) { conversation.last_seq.load(SeqCst) } else { seen };
     if ack == 0 {
@@ -409,7 +442,8 @@ async fn compare_with_model(world: &World, user: &str) {
             let key = (user.to_string(), conversation.clone());
             let read = cursors.get(&key).copied().unwrap_or(0);
             let (muted, pinned, marked_unread) = settings.get(&key).copied().unwrap_or_default();
-            let counts = |seq: u64| seq > read && seq <= head.last_seq && !recalls.contains(&(conversation.clone(), seq));
+            let counts =
+                |seq: u64| seq > read && seq <= head.last_seq && !recalls.contains(&(conversation.clone(), seq));
             let unread = (read + 1..=head.last_seq).filter(|s| counts(*s)).count() as u64;
             let mentioned = mentions
                 .iter()

@@ -54,15 +54,45 @@ fn body_routes() -> Vec<Route> {
         Route::new("mark-read", "/v1/mark-read", A, json!({"conversation": "c1", "seq": 2})),
         Route::new("reconcile users", "/v1/admin/reconcile", S, json!({"tenant": T, "users": ["u1", "u2"]})),
         Route::new("reconcile walk", "/v1/admin/reconcile", S, json!({"tenant": T, "cursor": "u1"})),
-        Route::new("delete-conversation", "/v1/admin/conversations/c1/delete", S, json!({"tenant": T, "members": ["u1", "u2"]})),
+        Route::new(
+            "delete-conversation",
+            "/v1/admin/conversations/c1/delete",
+            S,
+            json!({"tenant": T, "members": ["u1", "u2"]}),
+        ),
         Route::new("mute", "/v1/conversations/c1/mute", A, json!({"muted": true})),
         Route::new("pin", "/v1/conversations/c1/pin", A, json!({"pinned": true})),
         Route::new("mark-unread", "/v1/conversations/c1/mark-unread", A, json!({})),
-        Route::new("recall", "/v1/recall", S, json!({"tenant": T, "conversation": "c1", "seq": 2, "members": ["u1", "u2"]})),
-        Route::new("join", "/v1/join", S, json!({"tenant": T, "conversation": "c1", "seq": 3, "members": ["u1", "u2"]})),
-        Route::new("clear-category users", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "users": ["u1", "u2"]})),
-        Route::new("clear-category user", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "user": "u2", "dry_run": false})),
-        Route::new("clear-category walk", "/v1/admin/clear-category", S, json!({"tenant": T, "category": "chat", "cursor": "u1"})),
+        Route::new(
+            "recall",
+            "/v1/recall",
+            S,
+            json!({"tenant": T, "conversation": "c1", "seq": 2, "members": ["u1", "u2"]}),
+        ),
+        Route::new(
+            "join",
+            "/v1/join",
+            S,
+            json!({"tenant": T, "conversation": "c1", "seq": 3, "members": ["u1", "u2"]}),
+        ),
+        Route::new(
+            "clear-category users",
+            "/v1/admin/clear-category",
+            S,
+            json!({"tenant": T, "category": "chat", "users": ["u1", "u2"]}),
+        ),
+        Route::new(
+            "clear-category user",
+            "/v1/admin/clear-category",
+            S,
+            json!({"tenant": T, "category": "chat", "user": "u2", "dry_run": false}),
+        ),
+        Route::new(
+            "clear-category walk",
+            "/v1/admin/clear-category",
+            S,
+            json!({"tenant": T, "category": "chat", "cursor": "u1"}),
+        ),
     ]
 }
 
@@ -122,7 +152,12 @@ async fn bodies_over_64_kib_are_413_on_every_body_route() {
         let one_mib = format!("{valid}{}", "\n".repeat(1 << 20));
         let mut huge_field = route.body.clone();
         huge_field["pad"] = json!("x".repeat(70_000));
-        for (what, body) in [("65537 bytes", padded_after), ("padding inside", padded_inside), ("1 MiB", one_mib), ("huge field", huge_field.to_string())] {
+        for (what, body) in [
+            ("65537 bytes", padded_after),
+            ("padding inside", padded_inside),
+            ("1 MiB", one_mib),
+            ("huge field", huge_field.to_string()),
+        ] {
             let answer = route.post(&app, body.into_bytes()).await;
             assert_refused(&answer, 413, "body_too_large", &format!("{} {what}", route.name));
         }
@@ -155,7 +190,9 @@ fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, Option<usize>, 
             Ok(0) => break,
             Ok(n) => received.extend_from_slice(&buffer[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !received.is_empty() => break,
-            Err(e) => panic!("no answer ({e}) after {} bytes: {:?}", received.len(), String::from_utf8_lossy(&received)),
+            Err(e) => {
+                panic!("no answer ({e}) after {} bytes: {:?}", received.len(), String::from_utf8_lossy(&received))
+            }
         }
         if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
             let length = content_length(&received[..end]);
@@ -177,7 +214,8 @@ fn content_length(head: &[u8]) -> Option<usize> {
 
 async fn raw(app: &App, head: String, body: Vec<u8>) -> crate::support::Answer {
     let address = app.address();
-    let (status, content_length, bytes) = tokio::task::spawn_blocking(move || raw_exchange(&address, &head, &body)).await.unwrap();
+    let (status, content_length, bytes) =
+        tokio::task::spawn_blocking(move || raw_exchange(&address, &head, &body)).await.unwrap();
     let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
     crate::support::Answer { status, content_length, length: bytes.len(), body }
 }
@@ -347,7 +385,8 @@ async fn duplicate_keys_are_invalid_request_on_every_body_route() {
                 }
             }
             // The same name spelt with an escape is the same key.
-            let escaped = format!("{{\"\\u{:04x}{}\":{},{}", field.as_bytes()[0], &field[1..], other_value(value), &valid[1..]);
+            let escaped =
+                format!("{{\"\\u{:04x}{}\":{},{}", field.as_bytes()[0], &field[1..], other_value(value), &valid[1..]);
             let answer = route.post(&app, escaped.into_bytes()).await;
             assert_refused(&answer, 400, "invalid_request", &format!("{} {field} repeated with an escape", route.name));
         }
@@ -359,7 +398,9 @@ async fn duplicate_keys_are_invalid_request_on_every_body_route() {
 async fn duplicate_keys_inside_a_preview_are_invalid_request() {
     let (app, before) = seeded().await;
     let touch = message(T, "c1", 4, 4_000, "u1", &["u1", "u2"]).to_string();
-    for preview in [r#"{"text":"a","text":"b"}"#, r#"{"type":"text","text":"a","t\u0065xt":"b"}"#, r#"{"meta":{"k":1,"k":2}}"#] {
+    for preview in
+        [r#"{"text":"a","text":"b"}"#, r#"{"type":"text","text":"a","t\u0065xt":"b"}"#, r#"{"meta":{"k":1,"k":2}}"#]
+    {
         let body = touch.replacen(r#"{"text":"message 4","type":"text"}"#, preview, 1);
         assert!(body.contains(preview));
         let answer = app.send("POST", "/v1/touch", Some(SERVICE_TOKEN.into()), Some(body)).await;
@@ -372,7 +413,9 @@ async fn duplicate_keys_inside_a_preview_are_invalid_request() {
 #[tokio::test]
 async fn the_key_space_snapshot_sees_the_smallest_write() {
     let (app, before) = seeded().await;
-    let answer = app.send("POST", "/v1/conversations/c1/mute", Some(jwt(T, "u2")), Some(json!({"muted": true}).to_string())).await;
+    let answer = app
+        .send("POST", "/v1/conversations/c1/mute", Some(jwt(T, "u2")), Some(json!({"muted": true}).to_string()))
+        .await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     let after = app.redis.key_space();
     let compared = std::panic::catch_unwind(|| assert_key_space_unchanged(&before, &after, "a mute"));
@@ -398,8 +441,30 @@ fn identifier_fields(route: &Route) -> Vec<&'static str> {
 /// Identifiers the documented alphabet (1-64 of `[A-Za-z0-9._-]`) excludes.
 fn hostile_identifiers() -> Vec<Value> {
     let mut bad: Vec<Value> = [
-        "a{b", "a}b", "{acme:u1}", "a:b", "a*b", "*", "a b", " a", "a ", "a\tb", "a\nb", "a\u{0}b", "ü", "用户", "😀", "a/b",
-        "a\\b", "a%7Bb", "a\"b", "a?b", "a#b", "a[b]", "", "\u{200b}",
+        "a{b",
+        "a}b",
+        "{acme:u1}",
+        "a:b",
+        "a*b",
+        "*",
+        "a b",
+        " a",
+        "a ",
+        "a\tb",
+        "a\nb",
+        "a\u{0}b",
+        "ü",
+        "用户",
+        "😀",
+        "a/b",
+        "a\\b",
+        "a%7Bb",
+        "a\"b",
+        "a?b",
+        "a#b",
+        "a[b]",
+        "",
+        "\u{200b}",
     ]
     .iter()
     .map(|s| json!(s))
@@ -434,7 +499,8 @@ async fn hostile_identifiers_in_bodies_are_invalid_request() {
 #[tokio::test]
 async fn hostile_categories_in_bodies_are_invalid_request() {
     let (app, before) = seeded().await;
-    let mut bad: Vec<Value> = ["Chat", "CHAT", "a:b", "a{b}", "a*", "a b", "a.b", "", "ü", "chat\u{0}"].iter().map(|s| json!(s)).collect();
+    let mut bad: Vec<Value> =
+        ["Chat", "CHAT", "a:b", "a{b}", "a*", "a b", "a.b", "", "ü", "chat\u{0}"].iter().map(|s| json!(s)).collect();
     bad.extend([json!("c".repeat(33)), json!(1), json!(["chat"])]);
     for route in body_routes().into_iter().filter(|r| r.body.get("category").is_some()) {
         for value in &bad {
@@ -451,9 +517,31 @@ async fn hostile_categories_in_bodies_are_invalid_request() {
 async fn hostile_identifiers_in_paths_are_invalid_request() {
     let (app, before) = seeded().await;
     let long = "c".repeat(65);
-    let ids = ["a%7Bb", "a%7Db", "%7Bacme:u1%7D", "a:b", "a*b", "*", "a%20b", "%20", "%C3%BC", "%F0%9F%98%80", "a%00b", "a%2Fb", "a%25b", "%FF", "", &long];
+    let ids = [
+        "a%7Bb",
+        "a%7Db",
+        "%7Bacme:u1%7D",
+        "a:b",
+        "a*b",
+        "*",
+        "a%20b",
+        "%20",
+        "%C3%BC",
+        "%F0%9F%98%80",
+        "a%00b",
+        "a%2Fb",
+        "a%25b",
+        "%FF",
+        "",
+        &long,
+    ];
     let routes = [
-        ("delete-conversation", "/v1/admin/conversations/{}/delete", SERVICE_TOKEN.to_string(), json!({"tenant": T, "members": ["u1", "u2"]})),
+        (
+            "delete-conversation",
+            "/v1/admin/conversations/{}/delete",
+            SERVICE_TOKEN.to_string(),
+            json!({"tenant": T, "members": ["u1", "u2"]}),
+        ),
         ("mute", "/v1/conversations/{}/mute", jwt(T, "u2"), json!({"muted": true})),
         ("pin", "/v1/conversations/{}/pin", jwt(T, "u2"), json!({"pinned": true})),
         ("mark-unread", "/v1/conversations/{}/mark-unread", jwt(T, "u2"), json!({})),
@@ -472,8 +560,23 @@ async fn hostile_identifiers_in_paths_are_invalid_request() {
 async fn out_of_range_sequence_numbers_are_invalid_request() {
     let (app, before) = seeded().await;
     let bad = [
-        "0", "-1", "-0", "1.5", "2.0", "1e0", "9007199254740992", "18446744073709551615", "18446744073709551616", "1e400", "-1e400",
-        "123456789012345678901234567890", "\"2\"", "null", "true", "[2]", "{}",
+        "0",
+        "-1",
+        "-0",
+        "1.5",
+        "2.0",
+        "1e0",
+        "9007199254740992",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e400",
+        "-1e400",
+        "123456789012345678901234567890",
+        "\"2\"",
+        "null",
+        "true",
+        "[2]",
+        "{}",
     ];
     for route in body_routes().into_iter().filter(|r| r.body.get("seq").is_some()) {
         for literal in bad {
@@ -484,7 +587,17 @@ async fn out_of_range_sequence_numbers_are_invalid_request() {
     let touch = body_routes().into_iter().find(|r| r.name == "touch").unwrap();
     // ts in ms is kept as ts·1000 + seq mod 1000: beyond 2^53 / 1000 it would lose digits,
     // and near 2^64 it would wrap.
-    for literal in ["-1", "1.5", "1e400", "18446744073709551616", "18446744073709551615", "18446744073709551", "9007199254740993", "\"4000\"", "null"] {
+    for literal in [
+        "-1",
+        "1.5",
+        "1e400",
+        "18446744073709551616",
+        "18446744073709551615",
+        "18446744073709551",
+        "9007199254740993",
+        "\"4000\"",
+        "null",
+    ] {
         let answer = touch.post(&app, with_raw(&touch.body, "/ts", literal)).await;
         assert_refused(&answer, 400, "invalid_request", &format!("touch ts {literal}"));
     }
@@ -539,10 +652,9 @@ async fn too_many_members_or_users_are_invalid_request() {
         assert_refused(&answer, 400, "invalid_request", &format!("{name} {field} too long"));
     }
     // Both ways of naming users at once.
-    for body in [
-        json!({"tenant": T, "category": "chat", "user": "u1", "users": ["u2"]}),
-    ] {
-        let answer = app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.into()), Some(body.to_string())).await;
+    for body in [json!({"tenant": T, "category": "chat", "user": "u1", "users": ["u2"]})] {
+        let answer =
+            app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.into()), Some(body.to_string())).await;
         assert_refused(&answer, 400, "invalid_request", &format!("clear-category {body}"));
     }
     assert_key_space_unchanged(&before, &app.redis.key_space(), "oversized lists");
@@ -552,7 +664,13 @@ async fn too_many_members_or_users_are_invalid_request() {
 async fn unknown_fields_are_invalid_request_on_every_body_route() {
     let (app, before) = seeded().await;
     for route in body_routes() {
-        for (field, value) in [("user", json!("u1")), ("tenant_id", json!(T)), ("Seq", json!(2)), ("", json!(1)), ("__proto__", json!({}))] {
+        for (field, value) in [
+            ("user", json!("u1")),
+            ("tenant_id", json!(T)),
+            ("Seq", json!(2)),
+            ("", json!(1)),
+            ("__proto__", json!({})),
+        ] {
             let mut body = route.body.clone();
             if body.get(field).is_some() {
                 continue;
@@ -569,10 +687,36 @@ async fn unknown_fields_are_invalid_request_on_every_body_route() {
 async fn bad_query_parameters_of_list_and_badge_are_refused() {
     let (app, before) = seeded().await;
     let list_queries = [
-        "limit=0", "limit=101", "limit=-1", "limit=1.5", "limit=1e1", "limit=0x10", "limit=%205", "limit=", "limit=abc",
-        "limit=18446744073709551616", "limit=%FF", "limit=5&limit=5", "LIMIT=5", "limit[]=5", "user=u1", "tenant=acme",
-        "sub=u1", "tid=acme", "%FF=1", "category=Chat", "category=a:b", "category=%7Bacme%7D", "category=", "category=a%20b",
-        "category=%C3%BC", "category=%FF", "category=chat&category=chat", "preview=none", "preview=FULL", "preview=",
+        "limit=0",
+        "limit=101",
+        "limit=-1",
+        "limit=1.5",
+        "limit=1e1",
+        "limit=0x10",
+        "limit=%205",
+        "limit=",
+        "limit=abc",
+        "limit=18446744073709551616",
+        "limit=%FF",
+        "limit=5&limit=5",
+        "LIMIT=5",
+        "limit[]=5",
+        "user=u1",
+        "tenant=acme",
+        "sub=u1",
+        "tid=acme",
+        "%FF=1",
+        "category=Chat",
+        "category=a:b",
+        "category=%7Bacme%7D",
+        "category=",
+        "category=a%20b",
+        "category=%C3%BC",
+        "category=%FF",
+        "category=chat&category=chat",
+        "preview=none",
+        "preview=FULL",
+        "preview=",
         "preview=full&preview=lockscreen",
     ];
     let long_category = format!("category={}", "c".repeat(33));
@@ -580,13 +724,29 @@ async fn bad_query_parameters_of_list_and_badge_are_refused() {
         let answer = app.send("GET", &format!("/v1/conversations?{query}"), Some(jwt(T, "u2")), None).await;
         assert_refused(&answer, 400, "invalid_query", &format!("list ?{query}"));
     }
-    for query in ["cursor=%7B*%7D", "cursor=a:b", "cursor=.c1", "cursor=1000000.", "cursor=99999999999999999999.c1", "cursor=1000000.%7B"] {
+    for query in [
+        "cursor=%7B*%7D",
+        "cursor=a:b",
+        "cursor=.c1",
+        "cursor=1000000.",
+        "cursor=99999999999999999999.c1",
+        "cursor=1000000.%7B",
+    ] {
         let answer = app.send("GET", &format!("/v1/conversations?{query}"), Some(jwt(T, "u2")), None).await;
         assert_refused(&answer, 400, "invalid_request", &format!("list ?{query}"));
     }
     let badge_queries = [
-        "limit=5", "user=u1", "tenant=acme", "category=Chat", "category=", "category=a:b", "category=%FF", "category=chat&category=chat",
-        "category=chat&category=system", "Category=chat", "preview=full",
+        "limit=5",
+        "user=u1",
+        "tenant=acme",
+        "category=Chat",
+        "category=",
+        "category=a:b",
+        "category=%FF",
+        "category=chat&category=chat",
+        "category=chat&category=system",
+        "Category=chat",
+        "preview=full",
     ];
     for query in badge_queries.iter().copied().chain([long_category.as_str()]) {
         let answer = app.send("GET", &format!("/v1/badge?{query}"), Some(jwt(T, "u2")), None).await;

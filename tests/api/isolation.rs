@@ -11,7 +11,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Answer, App, JWT_SECRET, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message, signed_jwt,
+    Answer, App, JWT_SECRET, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message,
+    signed_jwt,
 };
 
 /// The users whose state acme/u1 must never reach.
@@ -28,7 +29,11 @@ struct Seen {
 async fn seen(app: &App, tenant: &str, user: &str) -> Seen {
     let badge = app.badge(tenant, user).await;
     assert_eq!(badge.status, 200, "{:?}", badge.body);
-    Seen { list: app.whole_list(tenant, user, 100).await, badge: badge.body, keys: app.redis.user_key_space(tenant, user) }
+    Seen {
+        list: app.whole_list(tenant, user, 100).await,
+        badge: badge.body,
+        keys: app.redis.user_key_space(tenant, user),
+    }
 }
 
 fn touch(tenant: &str, conversation: &str, seq: u64, members: &[&str], category: &str) -> Value {
@@ -56,9 +61,15 @@ async fn seeded() -> (App, Vec<Seen>) {
         before.push(seen(&app, tenant, user).await);
     }
     assert_eq!(ids(&before[0].list), ["c12", "c2only"]);
-    assert_eq!((&before[0].badge["total"], &before[0].badge["categories"]), (&json!(5), &json!({"chat": 3, "system": 2})));
+    assert_eq!(
+        (&before[0].badge["total"], &before[0].badge["categories"]),
+        (&json!(5), &json!({"chat": 3, "system": 2}))
+    );
     assert_eq!(ids(&before[1].list), ["c12", "b1"]);
-    assert_eq!((&before[1].badge["total"], &before[1].badge["categories"]), (&json!(6), &json!({"chat": 4, "system": 2})));
+    assert_eq!(
+        (&before[1].badge["total"], &before[1].badge["categories"]),
+        (&json!(6), &json!({"chat": 4, "system": 2}))
+    );
     assert!(before.iter().all(|s| !s.keys.is_empty()));
     (app, before)
 }
@@ -131,7 +142,8 @@ async fn body_fields_naming_another_user_or_tenant_are_refused() {
 async fn query_parameters_naming_another_user_or_tenant_are_refused() {
     let (app, before) = seeded().await;
     let everything = app.redis.key_space();
-    let queries = ["user=u2", "tenant=beta", "sub=u2", "tid=beta", "user=u2&tenant=beta", "category=chat&user=u2", "as=u2"];
+    let queries =
+        ["user=u2", "tenant=beta", "sub=u2", "tid=beta", "user=u2&tenant=beta", "category=chat&user=u2", "as=u2"];
     for (name, method, path, _) in app_calls().into_iter().filter(|c| c.1 == "GET") {
         for query in queries {
             let path = format!("{path}{}{query}", if path.contains('?') { '&' } else { '?' });
@@ -165,7 +177,9 @@ async fn another_users_conversation_is_unknown_to_mute_pin_and_mark_unread() {
     let everything = app.redis.key_space();
     // c2only is acme/u2's alone, b1 beta/u1's alone: acme/u1 has neither.
     for conversation in ["c2only", "b1", "nobody"] {
-        for (action, body) in [("mute", json!({"muted": true})), ("pin", json!({"pinned": true})), ("mark-unread", json!({}))] {
+        for (action, body) in
+            [("mute", json!({"muted": true})), ("pin", json!({"pinned": true})), ("mark-unread", json!({}))]
+        {
             let path = format!("/v1/conversations/{conversation}/{action}");
             let answer = as_u1(&app, "POST", &path, Some(body)).await;
             assert_refused(&answer, 404, "unknown_conversation", &path);
@@ -210,7 +224,11 @@ async fn changes_to_a_shared_conversation_stay_with_the_caller() {
     assert_victims_untouched(&app, &before, "changes to a shared conversation").await;
     let u2 = app.whole_list("acme", "u2", 100).await;
     let theirs = row(&u2, "c12");
-    assert_eq!((&theirs["unread"], &theirs["muted"], &theirs["pinned"]), (&json!(3), &json!(false), &json!(false)), "{theirs}");
+    assert_eq!(
+        (&theirs["unread"], &theirs["muted"], &theirs["pinned"]),
+        (&json!(3), &json!(false), &json!(false)),
+        "{theirs}"
+    );
 }
 
 #[tokio::test]
@@ -227,14 +245,34 @@ async fn list_and_badge_show_only_the_callers_own_conversations() {
     assert_eq!(chat.status, 200, "{:?}", chat.body);
     assert_eq!(ids(chat.body["conversations"].as_array().unwrap()), ["c12", "c1only"]);
     let system = get("/v1/conversations?category=system").await;
-    assert_eq!((system.status, &system.body["conversations"]), (200, &json!([])), "acme/u1 has no system conversation: {:?}", system.body);
+    assert_eq!(
+        (system.status, &system.body["conversations"]),
+        (200, &json!([])),
+        "acme/u1 has no system conversation: {:?}",
+        system.body
+    );
 
     let badge = get("/v1/badge").await;
-    assert_eq!((badge.status, &badge.body["total"], &badge.body["categories"]), (200, &json!(4), &json!({"chat": 4})), "{:?}", badge.body);
+    assert_eq!(
+        (badge.status, &badge.body["total"], &badge.body["categories"]),
+        (200, &json!(4), &json!({"chat": 4})),
+        "{:?}",
+        badge.body
+    );
     let badge = get("/v1/badge?category=system").await;
-    assert_eq!((badge.status, &badge.body["total"], &badge.body["categories"]), (200, &json!(0), &json!({})), "{:?}", badge.body);
+    assert_eq!(
+        (badge.status, &badge.body["total"], &badge.body["categories"]),
+        (200, &json!(0), &json!({})),
+        "{:?}",
+        badge.body
+    );
     let badge = get("/v1/badge?category=chat").await;
-    assert_eq!((badge.status, &badge.body["total"], &badge.body["categories"]), (200, &json!(4), &json!({"chat": 4})), "{:?}", badge.body);
+    assert_eq!(
+        (badge.status, &badge.body["total"], &badge.body["categories"]),
+        (200, &json!(4), &json!({"chat": 4})),
+        "{:?}",
+        badge.body
+    );
 
     // The same user id in the other tenant sees its own numbers.
     let beta = app.whole_list("beta", "u1", 100).await;
@@ -391,8 +429,18 @@ async fn missing_or_malformed_authorization_is_401_on_every_app_route() {
     let good = jwt("acme", "u1");
     for (name, method, path, body) in app_calls() {
         let body = body.as_ref().map(Value::to_string);
-        assert_refused(&app.send(method, path, None, body.clone()).await, 401, "unauthorized", &format!("{name} without a token"));
-        assert_refused(&app.send(method, path, Some(String::new()), body.clone()).await, 401, "unauthorized", &format!("{name} empty bearer"));
+        assert_refused(
+            &app.send(method, path, None, body.clone()).await,
+            401,
+            "unauthorized",
+            &format!("{name} without a token"),
+        );
+        assert_refused(
+            &app.send(method, path, Some(String::new()), body.clone()).await,
+            401,
+            "unauthorized",
+            &format!("{name} empty bearer"),
+        );
         for header in [format!("Basic {good}"), good.clone(), format!("Token {good}")] {
             let answer = raw_authorization(&app, method, path, &header, body.clone()).await;
             assert_refused(&answer, 401, "unauthorized", &format!("{name} with Authorization: {}", &header[..5]));
@@ -426,20 +474,27 @@ async fn service_calls_for_one_tenant_never_touch_another() {
         let now = app.redis.user_key_space("beta", "u1");
         assert_key_space_unchanged(&beta_before[0].keys, &now, "acme's service calls (keys of beta/u1)");
     };
-    let service = |path: &'static str, body: Value| app.send("POST", path, Some(SERVICE_TOKEN.into()), Some(body.to_string()));
-    let answer = service("/v1/recall", json!({"tenant": "acme", "conversation": "c12", "seq": 3, "members": ["u1", "u2"]})).await;
+    let service =
+        |path: &'static str, body: Value| app.send("POST", path, Some(SERVICE_TOKEN.into()), Some(body.to_string()));
+    let answer =
+        service("/v1/recall", json!({"tenant": "acme", "conversation": "c12", "seq": 3, "members": ["u1", "u2"]}))
+            .await;
     assert_eq!((answer.status, &answer.body["changed"]), (200, &json!(2)), "{:?}", answer.body);
     only_beta(&app);
-    let answer = service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "chat", "users": ["u1"]})).await;
+    let answer =
+        service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "chat", "users": ["u1"]})).await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     only_beta(&app);
-    let answer = service("/v1/join", json!({"tenant": "acme", "conversation": "c12", "seq": 5, "members": ["u1"]})).await;
+    let answer =
+        service("/v1/join", json!({"tenant": "acme", "conversation": "c12", "seq": 5, "members": ["u1"]})).await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     only_beta(&app);
-    let answer = service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "system", "cursor": null})).await;
+    let answer =
+        service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "system", "cursor": null})).await;
     assert_eq!((answer.status, &answer.body["next_cursor"]), (200, &Value::Null), "{:?}", answer.body);
     only_beta(&app);
-    let answer = service("/v1/admin/conversations/c12/delete", json!({"tenant": "acme", "members": ["u1", "u2"]})).await;
+    let answer =
+        service("/v1/admin/conversations/c12/delete", json!({"tenant": "acme", "members": ["u1", "u2"]})).await;
     assert_eq!((answer.status, &answer.body["removed"]), (200, &json!(2)), "{:?}", answer.body);
     only_beta(&app);
     let beta = seen(&app, "beta", "u1").await;
@@ -477,7 +532,8 @@ async fn another_users_pins_do_not_count_toward_the_callers_limit() {
         let app = &app;
         async move {
             let body = json!({"pinned": true}).to_string();
-            app.send("POST", &format!("/v1/conversations/{conversation}/pin"), Some(jwt(tenant, user)), Some(body)).await
+            app.send("POST", &format!("/v1/conversations/{conversation}/pin"), Some(jwt(tenant, user)), Some(body))
+                .await
         }
     };
     // acme/u2 and beta/u1 use up their own five pins.
@@ -494,7 +550,12 @@ async fn another_users_pins_do_not_count_toward_the_callers_limit() {
     // acme/u1 still has five of its own, and no sixth.
     for seq in 2..=6 {
         let answer = pin("acme", "u1", format!("p{seq}")).await;
-        assert_eq!((answer.status, &answer.body["conversation"]["pinned"]), (200, &json!(true)), "p{seq}: {:?}", answer.body);
+        assert_eq!(
+            (answer.status, &answer.body["conversation"]["pinned"]),
+            (200, &json!(true)),
+            "p{seq}: {:?}",
+            answer.body
+        );
     }
     assert_refused(&pin("acme", "u1", "p1".into()).await, 409, "too_many_pins", "acme/u1's sixth pin");
     assert_victims_untouched(&app, &before, "acme/u1's pins").await;

@@ -66,7 +66,10 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     host.stderr.take().unwrap().read_to_string(&mut log).unwrap();
     assert_eq!(report, Some(json!({"checked": 1, "drifted": 1, "fixed": 1, "max_drift": 5, "next_cursor": null})));
     assert!(log.contains("unread: warning: drift tenant=acme user=u2 conversation=c1 redis=0 truth=5"), "{log}");
-    assert!(log.contains("unread: warning: drift tenant=acme user=u2 conversation=badge:chat redis=0 truth=6"), "{log}");
+    assert!(
+        log.contains("unread: warning: drift tenant=acme user=u2 conversation=badge:chat redis=0 truth=6"),
+        "{log}"
+    );
     assert!(!log.contains("conversation=c2"), "a drift of 1 is under the threshold: {log}");
     store.drop_database().await;
 }

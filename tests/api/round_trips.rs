@@ -40,9 +40,15 @@ async fn every_call(app: &App, seq: u64) -> Vec<(&'static str, Answer, RedisStat
         ("touch", measured(app, app.touch(touch)).await),
         ("mark-read", measured(app, app.mark_read("acme", "m1", "g", seq)).await),
         ("list", measured(app, app.list("acme", "m2", "limit=20")).await),
-        ("list of a category, lock-screen form", measured(app, app.list("acme", "m2", "category=chat&preview=lockscreen")).await),
+        (
+            "list of a category, lock-screen form",
+            measured(app, app.list("acme", "m2", "category=chat&preview=lockscreen")).await,
+        ),
         ("badge", measured(app, app.badge("acme", "m2")).await),
-        ("badge of a category", measured(app, app.send("GET", "/v1/badge?category=chat", Some(jwt("acme", "m2")), None)).await),
+        (
+            "badge of a category",
+            measured(app, app.send("GET", "/v1/badge?category=chat", Some(jwt("acme", "m2")), None)).await,
+        ),
         ("mute", measured(app, flag(app, "mute", json!({"muted": seq % 2 == 0}))).await),
         ("pin", measured(app, flag(app, "pin", json!({"pinned": true}))).await),
         ("mark-unread", measured(app, flag(app, "mark-unread", json!({}))).await),
@@ -114,7 +120,8 @@ async fn a_broken_cached_connection_is_replaced_within_the_request() {
 #[tokio::test]
 async fn every_answer_carries_content_length() {
     let app = App::start().await;
-    let mut answers: Vec<(String, Answer)> = every_call(&app, 1).await.into_iter().map(|(n, a, _)| (n.to_string(), a)).collect();
+    let mut answers: Vec<(String, Answer)> =
+        every_call(&app, 1).await.into_iter().map(|(n, a, _)| (n.to_string(), a)).collect();
     answers.push(("404".into(), app.send("GET", "/nope", None, None).await));
     answers.push(("401".into(), app.send("GET", "/v1/badge", None, None).await));
     answers.push(("405".into(), app.send("PUT", "/v1/touch", None, None).await));

@@ -19,7 +19,10 @@ async fn unread_is_last_seq_minus_read_seq() {
         assert_eq!(rows[0]["unread"], 3);
         assert_eq!((rows[0]["last_seq"].as_u64(), rows[0]["read_seq"].as_u64()), (Some(3), Some(0)));
         assert_eq!(app.whole_list("acme", "u3", 20).await[0]["unread"], 2);
-        assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}, "degraded": false}));
+        assert_eq!(
+            app.badge("acme", "u2").await.body,
+            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}, "degraded": false})
+        );
     }
 }
 
@@ -127,7 +130,10 @@ async fn the_list_is_newest_first_and_late_messages_do_not_reorder_it() {
     assert_eq!(app.touch(late).await.body["applied"], false, "seq 8 is already counted");
     let rows = app.whole_list("acme", "u2", 20).await;
     assert_eq!(ids(&rows), ["d", "b", "a", "c"]);
-    assert_eq!((rows[0]["ts"].as_u64(), &rows[0]["preview"]), (Some(ts + 1), &json!({"text": "message 9", "type": "text"})));
+    assert_eq!(
+        (rows[0]["ts"].as_u64(), &rows[0]["preview"]),
+        (Some(ts + 1), &json!({"text": "message 9", "type": "text"}))
+    );
     assert_eq!(rows[0]["unread"], 9);
     // A newer message of c moves it to the top with its preview.
     app.touch(message("acme", "c", 2, ts + 2, "u1", &["u1", "u2"])).await;
@@ -148,7 +154,8 @@ async fn paging_returns_every_conversation_exactly_once() {
     for page_size in [1, 2, 5, 7, 23, 100] {
         let rows = app.whole_list("acme", "u2", page_size).await;
         let mut ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
-        let keys: Vec<(u64, &str)> = rows.iter().map(|r| (r["ts"].as_u64().unwrap(), r["id"].as_str().unwrap())).collect();
+        let keys: Vec<(u64, &str)> =
+            rows.iter().map(|r| (r["ts"].as_u64().unwrap(), r["id"].as_str().unwrap())).collect();
         assert!(keys.windows(2).all(|w| w[0].0 >= w[1].0), "not newest first: {keys:?}");
         ids.sort();
         ids.dedup();
@@ -170,7 +177,10 @@ async fn each_user_keeps_the_newest_max_conversations() {
     let unread = unread_by_conversation(&app, "acme", "u2").await;
     assert_eq!(unread.len(), 3);
     assert_eq!((unread["c3"], unread["c4"], unread["c5"]), (3, 4, 5));
-    assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 12, "muted": 0, "mentions": 0, "categories": {"chat": 8, "system": 4}, "degraded": false}));
+    assert_eq!(
+        app.badge("acme", "u2").await.body,
+        json!({"total": 12, "muted": 0, "mentions": 0, "categories": {"chat": 8, "system": 4}, "degraded": false})
+    );
     // An old message of a new conversation is dropped at once.
     app.touch(message("acme", "old", 1, 10, "u1", &["u1", "u2"])).await;
     assert!(!unread_by_conversation(&app, "acme", "u2").await.contains_key("old"));

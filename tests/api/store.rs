@@ -67,7 +67,13 @@ impl MessageStore {
         let (url, client) = match kind {
             Kind::MariaDb => {
                 let admin = mysql_async::Pool::new("mysql://root@127.0.0.1:3306/test");
-                admin.get_conn().await.expect("MariaDB at 127.0.0.1:3306").query_drop(format!("CREATE DATABASE {name}")).await.unwrap();
+                admin
+                    .get_conn()
+                    .await
+                    .expect("MariaDB at 127.0.0.1:3306")
+                    .query_drop(format!("CREATE DATABASE {name}"))
+                    .await
+                    .unwrap();
                 admin.disconnect().await.unwrap();
                 let url = format!("mysql://root@127.0.0.1:3306/{name}");
                 (url.clone(), Client::Maria(mysql_async::Pool::new(url.as_str())))
@@ -110,8 +116,12 @@ impl MessageStore {
             }
             Client::Postgres(client) => {
                 let boxed = postgres_params(params);
-                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
-                client.execute(&dollar_placeholders(statement), &refs).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                client
+                    .execute(&dollar_placeholders(statement), &refs)
+                    .await
+                    .unwrap_or_else(|e| panic!("{statement}: {e}"));
             }
         }
     }
@@ -123,21 +133,25 @@ impl MessageStore {
                 let mut conn = pool.get_conn().await.unwrap();
                 let rows: Vec<mysql_async::Row> = conn.exec(statement, maria_params(params)).await.unwrap();
                 rows.into_iter()
-                    .map(|row| row.unwrap().into_iter().map(|v| match v {
-                        mysql_async::Value::Bytes(b) => String::from_utf8(b).unwrap(),
-                        mysql_async::Value::Int(n) => n.to_string(),
-                        mysql_async::Value::UInt(n) => n.to_string(),
-                        other => panic!("unexpected {other:?}"),
-                    }).collect())
+                    .map(|row| {
+                        row.unwrap()
+                            .into_iter()
+                            .map(|v| match v {
+                                mysql_async::Value::Bytes(b) => String::from_utf8(b).unwrap(),
+                                mysql_async::Value::Int(n) => n.to_string(),
+                                mysql_async::Value::UInt(n) => n.to_string(),
+                                other => panic!("unexpected {other:?}"),
+                            })
+                            .collect()
+                    })
                     .collect()
             }
             Client::Postgres(client) => {
                 let boxed = postgres_params(params);
-                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = boxed.iter().map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
                 let rows = client.query(&dollar_placeholders(statement), &refs).await.unwrap();
-                rows.iter()
-                    .map(|row| (0..row.len()).map(|i| postgres_text(row, i)).collect())
-                    .collect()
+                rows.iter().map(|row| (0..row.len()).map(|i| postgres_text(row, i)).collect()).collect()
             }
         }
     }
@@ -150,13 +164,25 @@ impl MessageStore {
         )
         .await;
         for member in members {
-            self.exec("INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)", &[s(tenant), s(conversation), s(member)]).await;
+            self.exec(
+                "INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)",
+                &[s(tenant), s(conversation), s(member)],
+            )
+            .await;
         }
     }
 
     /// The app stores a message (before it calls touch). The head moves only
     /// forward, whatever order concurrent writers finish in.
-    pub async fn store_message(&self, tenant: &str, conversation: &str, seq: u64, ts: u64, sender: &str, preview: &str) {
+    pub async fn store_message(
+        &self,
+        tenant: &str,
+        conversation: &str,
+        seq: u64,
+        ts: u64,
+        sender: &str,
+        preview: &str,
+    ) {
         self.exec(
             "INSERT INTO app_messages (tenant, conversation, seq, ts, sender, preview) VALUES (?, ?, ?, ?, ?, ?)",
             &[s(tenant), s(conversation), P::I(seq as i64), P::I(ts as i64), s(sender), s(preview)],
@@ -168,7 +194,15 @@ impl MessageStore {
              last_ts = CASE WHEN ? > last_seq THEN ? ELSE last_ts END, \
              preview = CASE WHEN ? > last_seq THEN ? ELSE preview END, \
              last_seq = GREATEST(last_seq, ?) WHERE tenant = ? AND conversation = ?",
-            &[P::I(seq as i64), P::I(ts as i64), P::I(seq as i64), s(preview), P::I(seq as i64), s(tenant), s(conversation)],
+            &[
+                P::I(seq as i64),
+                P::I(ts as i64),
+                P::I(seq as i64),
+                s(preview),
+                P::I(seq as i64),
+                s(tenant),
+                s(conversation),
+            ],
         )
         .await;
     }
@@ -176,7 +210,11 @@ impl MessageStore {
     /// The app deletes a conversation (before it tells unread).
     pub async fn delete_conversation(&self, tenant: &str, conversation: &str) {
         for table in ["app_messages", "app_members", "app_conversations"] {
-            self.exec(&format!("DELETE FROM {table} WHERE tenant = ? AND conversation = ?"), &[s(tenant), s(conversation)]).await;
+            self.exec(
+                &format!("DELETE FROM {table} WHERE tenant = ? AND conversation = ?"),
+                &[s(tenant), s(conversation)],
+            )
+            .await;
         }
     }
 
@@ -191,11 +229,14 @@ impl MessageStore {
 
     /// unread's per-user settings: (user, conversation) -> (muted, pinned, marked unread).
     pub async fn settings(&self, tenant: &str) -> HashMap<(String, String), (bool, bool, bool)> {
-        self.rows("SELECT user_id, conversation, muted, pinned, marked_unread FROM unread_read_cursors WHERE tenant = ?", &[s(tenant)])
-            .await
-            .into_iter()
-            .map(|r| ((r[0].clone(), r[1].clone()), (r[2] == "1", r[3] == "1", r[4] == "1")))
-            .collect()
+        self.rows(
+            "SELECT user_id, conversation, muted, pinned, marked_unread FROM unread_read_cursors WHERE tenant = ?",
+            &[s(tenant)],
+        )
+        .await
+        .into_iter()
+        .map(|r| ((r[0].clone(), r[1].clone()), (r[2] == "1", r[3] == "1", r[4] == "1")))
+        .collect()
     }
 
     /// The heads of the app's conversations that have messages.
@@ -230,7 +271,8 @@ pub fn s(value: &str) -> P {
 }
 
 async fn postgres_client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("PostgreSQL at 127.0.0.1:5432");
+    let (client, connection) =
+        tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("PostgreSQL at 127.0.0.1:5432");
     tokio::spawn(connection);
     client
 }

@@ -206,7 +206,8 @@ impl App {
             for field in ["checked", "drifted", "fixed"] {
                 total[field] = json!(total[field].as_u64().unwrap() + answer.body[field].as_u64().unwrap());
             }
-            total["max_drift"] = json!(total["max_drift"].as_u64().unwrap().max(answer.body["max_drift"].as_u64().unwrap()));
+            total["max_drift"] =
+                json!(total["max_drift"].as_u64().unwrap().max(answer.body["max_drift"].as_u64().unwrap()));
             cursor = answer.body["next_cursor"].clone();
             if cursor.is_null() {
                 return total;
@@ -217,7 +218,13 @@ impl App {
     /// `POST /v1/admin/conversations/{id}/delete` with the service token.
     pub async fn delete_conversation(&self, tenant: &str, conversation: &str, members: &[&str]) -> Answer {
         let body = json!({"tenant": tenant, "members": members}).to_string();
-        self.send("POST", &format!("/v1/admin/conversations/{conversation}/delete"), Some(SERVICE_TOKEN.to_string()), Some(body)).await
+        self.send(
+            "POST",
+            &format!("/v1/admin/conversations/{conversation}/delete"),
+            Some(SERVICE_TOKEN.to_string()),
+            Some(body),
+        )
+        .await
     }
 
     /// Every conversation of the user, following cursors.
@@ -252,12 +259,10 @@ impl App {
         }
         let response = request.send().await.expect("the host answers");
         let status = response.status().as_u16();
-        let content_length = response
-            .headers()
-            .get("content-length")
-            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
         let bytes = response.bytes().await.unwrap();
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+        let body =
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
         Answer { status, content_length, length: bytes.len(), body }
     }
 }
@@ -362,7 +367,8 @@ impl RedisServer {
             let value = match kind.as_str() {
                 "string" => text(redis::cmd("GET").arg(&key).query(&mut connection).unwrap()),
                 "hash" => {
-                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL").arg(&key).query(&mut connection).unwrap();
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                        redis::cmd("HGETALL").arg(&key).query(&mut connection).unwrap();
                     let mut pairs: Vec<Value> = pairs.into_iter().map(|(f, v)| json!([text(f), text(v)])).collect();
                     pairs.sort_by_key(|p| p.to_string());
                     Value::Array(pairs)
@@ -373,7 +379,8 @@ impl RedisServer {
                     Value::Array(members.into_iter().map(|(m, s)| json!([text(m), s])).collect())
                 }
                 "list" => {
-                    let items: Vec<Vec<u8>> = redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(&mut connection).unwrap();
+                    let items: Vec<Vec<u8>> =
+                        redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(&mut connection).unwrap();
                     Value::Array(items.into_iter().map(text).collect())
                 }
                 "set" => {
@@ -417,7 +424,12 @@ pub fn assert_key_space_unchanged(before: &KeySpace, after: &KeySpace, what: &st
 /// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty}}`,
 /// and a `Content-Length` equal to the body's length.
 pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
-    assert_eq!((answer.status, answer.body["error"]["code"].as_str()), (status, Some(code)), "{what}: {:?}", answer.body);
+    assert_eq!(
+        (answer.status, answer.body["error"]["code"].as_str()),
+        (status, Some(code)),
+        "{what}: {:?}",
+        answer.body
+    );
     assert!(
         answer.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
         "{what}: no error message in {:?}",

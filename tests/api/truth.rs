@@ -63,18 +63,33 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
         let degraded = app.list("acme", "u2", "limit=20").await.body;
         assert_eq!(degraded["degraded"], true, "{kind:?}: {degraded}");
         assert_eq!(degraded["conversations"], before["conversations"], "{kind:?}");
-        assert_eq!(degraded["badge"], json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}}));
+        assert_eq!(
+            degraded["badge"],
+            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}})
+        );
         // Rebuilt in that request: the next answer comes from Redis.
         let again = app.list("acme", "u2", "limit=20").await.body;
-        assert_eq!((again["degraded"].clone(), again["conversations"].clone()), (json!(false), before["conversations"].clone()));
+        assert_eq!(
+            (again["degraded"].clone(), again["conversations"].clone()),
+            (json!(false), before["conversations"].clone())
+        );
         let badge = app.badge("acme", "u2").await.body;
-        assert_eq!(badge, json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}, "degraded": false}));
+        assert_eq!(
+            badge,
+            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}, "degraded": false})
+        );
         // A read ahead of any stored message, by a user not loaded yet.
         let early = app.mark_read("acme", "u9", "later", 3).await.body;
-        assert_eq!((early["degraded"].as_bool(), early["read_seq"].as_u64(), early["unread"].as_u64()), (Some(true), Some(3), Some(0)));
+        assert_eq!(
+            (early["degraded"].as_bool(), early["read_seq"].as_u64(), early["unread"].as_u64()),
+            (Some(true), Some(3), Some(0))
+        );
         // A user with nothing is loaded once, then answered from Redis.
         assert_eq!(app.badge("acme", "nobody").await.body["degraded"], true);
-        assert_eq!(app.badge("acme", "nobody").await.body, json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false}));
+        assert_eq!(
+            app.badge("acme", "nobody").await.body,
+            json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false})
+        );
         drop(app);
         store.drop_database().await;
     }
@@ -96,11 +111,21 @@ async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
         assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (503, Some("unavailable")), "{kind:?}");
 
         let list = app.list("acme", "u2", "").await.body;
-        assert_eq!((list["degraded"].as_bool(), list["conversations"][0]["unread"].as_u64()), (Some(true), Some(5)), "{kind:?}: {list}");
+        assert_eq!(
+            (list["degraded"].as_bool(), list["conversations"][0]["unread"].as_u64()),
+            (Some(true), Some(5)),
+            "{kind:?}: {list}"
+        );
         let read = app.mark_read("acme", "u2", "c1", 3).await;
         assert_eq!(read.status, 200, "{:?}", read.body);
-        assert_eq!((read.body["degraded"].as_bool(), read.body["read_seq"].as_u64(), read.body["unread"].as_u64()), (Some(true), Some(3), Some(2)));
-        assert_eq!(app.badge("acme", "u2").await.body, json!({"total": 2, "muted": 0, "mentions": 0, "categories": {"chat": 2}, "degraded": true}));
+        assert_eq!(
+            (read.body["degraded"].as_bool(), read.body["read_seq"].as_u64(), read.body["unread"].as_u64()),
+            (Some(true), Some(3), Some(2))
+        );
+        assert_eq!(
+            app.badge("acme", "u2").await.body,
+            json!({"total": 2, "muted": 0, "mentions": 0, "categories": {"chat": 2}, "degraded": true})
+        );
         assert_eq!(store.cursors("acme").await[&("u2".to_string(), "c1".to_string())], 3);
 
         // Redis comes back empty: the first read rebuilds, with message 5 and the cursor.
@@ -131,21 +156,36 @@ async fn reconcile_reports_and_fixes_injected_drift() {
         app.list("acme", "u2", "").await; // loaded
         let truth = app.whole_list("acme", "u2", 100).await;
         let clean = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
-        assert_eq!(clean, json!({"checked": 2, "drifted": 0, "fixed": 0, "max_drift": 0, "next_cursor": null}), "{kind:?}");
+        assert_eq!(
+            clean,
+            json!({"checked": 2, "drifted": 0, "fixed": 0, "max_drift": 0, "next_cursor": null}),
+            "{kind:?}"
+        );
 
         // Corrupt u2 on purpose: a wrong cursor, a lost conversation, a ghost
         // conversation and a badge out of step.
         let mut redis = app.redis.connection().unwrap();
         let p = "un:v1:{acme:u2}:";
-        let _: () = redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("c1").arg(r#"6:5::::{"text":"message 6","type":"text"}"#).query(&mut redis).unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(format!("{p}c:chat:conv"))
+            .arg("c1")
+            .arg(r#"6:5::::{"text":"message 6","type":"text"}"#)
+            .query(&mut redis)
+            .unwrap();
         let _: () = redis::cmd("HDEL").arg(format!("{p}c:system:conv")).arg("n1").query(&mut redis).unwrap();
-        let _: () = redis::cmd("ZADD").arg(format!("{p}c:chat:list")).arg(9_999_000).arg("ghost").query(&mut redis).unwrap();
-        let _: () = redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("ghost").arg("9:0::::{}").query(&mut redis).unwrap();
+        let _: () =
+            redis::cmd("ZADD").arg(format!("{p}c:chat:list")).arg(9_999_000).arg("ghost").query(&mut redis).unwrap();
+        let _: () =
+            redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("ghost").arg("9:0::::{}").query(&mut redis).unwrap();
         let _: () = redis::cmd("HSET").arg(format!("{p}dir")).arg("ghost").arg("chat").query(&mut redis).unwrap();
         let _: () = redis::cmd("HINCRBY").arg(format!("{p}badge")).arg("chat").arg(7).query(&mut redis).unwrap();
 
         let report = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
-        assert_eq!(report, json!({"checked": 2, "drifted": 1, "fixed": 1, "max_drift": 9, "next_cursor": null}), "{kind:?}");
+        assert_eq!(
+            report,
+            json!({"checked": 2, "drifted": 1, "fixed": 1, "max_drift": 9, "next_cursor": null}),
+            "{kind:?}"
+        );
         assert_eq!(app.whole_list("acme", "u2", 100).await, truth, "{kind:?}");
         assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 5);
         let after = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await.body;

@@ -84,7 +84,15 @@ where
     let elapsed = started.elapsed();
     latencies.sort();
     let after = app.redis_stats();
-    Figures { name: name.into(), calls, elapsed, latencies, bytes, commands: after.commands - before.commands, opens: after.opens - before.opens }
+    Figures {
+        name: name.into(),
+        calls,
+        elapsed,
+        latencies,
+        bytes,
+        commands: after.commands - before.commands,
+        opens: after.opens - before.opens,
+    }
 }
 
 fn group_of(i: usize) -> Vec<String> {
@@ -101,7 +109,15 @@ async fn run(instances: InstanceMode, label: &str) {
     let touches = phase(&app, "touch (group of 20)", 4_000, |app, i| async move {
         let members = group_of(i % 200);
         let members: Vec<&str> = members.iter().map(String::as_str).collect();
-        app.touch(message("bench", &format!("g{}", i % 200), 1 + (i / 200) as u64, 1_764_460_800_000 + i as u64, members[0], &members)).await
+        app.touch(message(
+            "bench",
+            &format!("g{}", i % 200),
+            1 + (i / 200) as u64,
+            1_764_460_800_000 + i as u64,
+            members[0],
+            &members,
+        ))
+        .await
     })
     .await;
     touches.print();
@@ -117,10 +133,14 @@ async fn run(instances: InstanceMode, label: &str) {
     })
     .await
     .print();
-    phase(&app, "list (20 per page)", 4_000, |app, i| async move { app.list("bench", &format!("u{}", i % USERS), "limit=20").await })
+    phase(&app, "list (20 per page)", 4_000, |app, i| async move {
+        app.list("bench", &format!("u{}", i % USERS), "limit=20").await
+    })
+    .await
+    .print();
+    phase(&app, "badge", 4_000, |app, i| async move { app.badge("bench", &format!("u{}", i % USERS)).await })
         .await
         .print();
-    phase(&app, "badge", 4_000, |app, i| async move { app.badge("bench", &format!("u{}", i % USERS)).await }).await.print();
     phase(&app, "mute / unmute", 4_000, |app, i| async move {
         let body = json!({"muted": (i / 500) % 2 == 0}).to_string();
         app.send("POST", "/v1/conversations/big/mute", Some(jwt("bench", &format!("u{}", i % 500))), Some(body)).await
@@ -146,7 +166,13 @@ async fn run(instances: InstanceMode, label: &str) {
     }
     let encodings: Vec<String> = sample
         .iter()
-        .map(|k| format!("{}={}", k.rsplit_once("}:").unwrap().1, redis::cmd("OBJECT").arg("ENCODING").arg(k).query::<String>(&mut redis).unwrap()))
+        .map(|k| {
+            format!(
+                "{}={}",
+                k.rsplit_once("}:").unwrap().1,
+                redis::cmd("OBJECT").arg("ENCODING").arg(k).query::<String>(&mut redis).unwrap()
+            )
+        })
         .collect();
     let conversations = app.whole_list("bench", "u7", 100).await.len();
     println!(

@@ -50,13 +50,7 @@ fn main() {
 fn locate_with_cargo_metadata(manifest_dir: &Path) -> Result<PathBuf, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--manifest-path",
-        ])
+        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
         .arg(manifest_dir.join("Cargo.toml"))
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -66,10 +60,7 @@ fn locate_with_cargo_metadata(manifest_dir: &Path) -> Result<PathBuf, String> {
     let metadata: serde_json::Value =
         serde_json::from_slice(&output.stdout).map_err(|e| format!("bad metadata: {e}"))?;
     if let Some(root) = metadata["workspace_root"].as_str() {
-        println!(
-            "cargo:rerun-if-changed={}",
-            Path::new(root).join("Cargo.lock").display()
-        );
+        println!("cargo:rerun-if-changed={}", Path::new(root).join("Cargo.lock").display());
     }
     spin_sdk_wit_dir(&metadata).ok_or_else(|| "no spin-sdk 7.x package in the workspace".to_owned())
 }
@@ -80,11 +71,7 @@ fn spin_sdk_wit_dir(metadata: &serde_json::Value) -> Option<PathBuf> {
     packages
         .iter()
         .filter(|p| p["name"] == "spin-sdk")
-        .filter(|p| {
-            p["version"]
-                .as_str()
-                .is_some_and(|v| v.starts_with(SPIN_SDK_MAJOR))
-        })
+        .filter(|p| p["version"].as_str().is_some_and(|v| v.starts_with(SPIN_SDK_MAJOR)))
         .filter_map(|p| p["manifest_path"].as_str())
         .map(|manifest| Path::new(manifest).with_file_name("wit"))
         .filter(|dir| dir.is_dir())
@@ -97,15 +84,8 @@ fn locate_in_cargo_home() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
     let mut candidates = Vec::new();
-    for registry in fs::read_dir(cargo_home.join("registry/src"))
-        .ok()?
-        .flatten()
-    {
-        for package in fs::read_dir(registry.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
+    for registry in fs::read_dir(cargo_home.join("registry/src")).ok()?.flatten() {
+        for package in fs::read_dir(registry.path()).into_iter().flatten().flatten() {
             let name = package.file_name().to_string_lossy().into_owned();
             let wit = package.path().join("wit");
             if name.starts_with(&format!("spin-sdk-{SPIN_SDK_MAJOR}")) && wit.is_dir() {
@@ -120,8 +100,7 @@ fn locate_in_cargo_home() -> Option<PathBuf> {
 /// with the store borrowed for the whole call, so they are plain (`async` only
 /// where they do I/O) methods on the capability's view instead of `...WithStore`
 /// functions. Every other function is `async | store`.
-const SYNC_IMPORTS: &str =
-    "        \"spin:postgres/postgres.[static]connection.open\": async | trappable,
+const SYNC_IMPORTS: &str = "        \"spin:postgres/postgres.[static]connection.open\": async | trappable,
         \"spin:postgres/postgres.[method]connection.query\": async | trappable,
         \"spin:postgres/postgres.[method]connection.execute\": async | trappable,
         \"spin:postgres/postgres.[constructor]connection-builder\": trappable,

@@ -64,23 +64,22 @@ async fn variable(name: &str) -> Result<String, Problem> {
 }
 
 fn now_seconds() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Verifies an HS256 JWT and returns its tenant (`tid`) and user (`sub`).
 fn verify_jwt(token: &str, secret: &[u8], now: f64) -> Result<Principal, String> {
     let mut parts = token.split('.');
-    let (Some(header), Some(payload), Some(signature), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(header), Some(payload), Some(signature), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err("the token is not a JWT".into());
     };
     let header: Header = decode_part(header)?;
     if header.alg != "HS256" {
         return Err(format!("the token's alg must be HS256, not {:?}", header.alg));
     }
-    let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| "the token's signature is not base64url".to_string())?;
+    let signature =
+        URL_SAFE_NO_PAD.decode(signature).map_err(|_| "the token's signature is not base64url".to_string())?;
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| "bad secret".to_string())?;
     mac.update(token[..header_and_payload_len(token)].as_bytes());
     mac.verify_slice(&signature).map_err(|_| "the token's signature is not valid".to_string())?;

@@ -25,7 +25,13 @@ pub async fn json_body_or_empty<T: DeserializeOwned + Default>(request: Request)
 /// The body; a POST takes no query parameters.
 async fn read(request: Request) -> Result<bytes::Bytes, Problem> {
     query(&request, &[])?;
-    let too_large = || Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("the body must be at most {MAX_BODY} bytes"));
+    let too_large = || {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the body must be at most {MAX_BODY} bytes"),
+        )
+    };
     let declared = request.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY) {
         return Err(too_large());
@@ -33,7 +39,13 @@ async fn read(request: Request) -> Result<bytes::Bytes, Problem> {
     let bytes = Limited::new(request.into_body(), MAX_BODY)
         .collect()
         .await
-        .map_err(|e| if e.is::<http_body_util::LengthLimitError>() { too_large() } else { Problem::bad_request("invalid_body", "the body could not be read") })?
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                too_large()
+            } else {
+                Problem::bad_request("invalid_body", "the body could not be read")
+            }
+        })?
         .to_bytes();
     Ok(bytes)
 }
@@ -44,7 +56,8 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if nesting(bytes) > MAX_NESTING {
         return Err(Problem::bad_request("invalid_json", format!("the body is nested deeper than {MAX_NESTING}")));
     }
-    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| Problem::bad_request("invalid_json", e.to_string()))?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map_err(|e| Problem::bad_request("invalid_json", e.to_string()))?;
     serde_json::from_str::<NoRepeatedKeys>(text).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
     if !text.trim_start().starts_with('{') {
         return Err(Problem::bad_request("invalid_request", "the body must be a JSON object"));
@@ -58,7 +71,10 @@ pub fn query(request: &Request, allowed: &[&str]) -> Result<Vec<(String, String)
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (name, value) in form_urlencoded::parse(request.uri().query().unwrap_or("").as_bytes()) {
         if !allowed.contains(&name.as_ref()) {
-            return Err(Problem::bad_request("invalid_query", format!("unknown query parameter {name:?}; allowed: {allowed:?}")));
+            return Err(Problem::bad_request(
+                "invalid_query",
+                format!("unknown query parameter {name:?}; allowed: {allowed:?}"),
+            ));
         }
         if pairs.iter().any(|(n, _)| *n == name) {
             return Err(Problem::bad_request("invalid_query", format!("query parameter {name:?} is given twice")));

@@ -17,7 +17,10 @@ pub fn stored_preview(preview: &RawValue) -> Result<String, Problem> {
         .map_err(|_| Problem::bad_request("invalid_request", "preview must be a JSON object"))?;
     let text = serde_json::to_string(&value).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
     if text.len() > MAX_PREVIEW {
-        return Err(Problem::bad_request("preview_too_large", format!("preview must be at most {MAX_PREVIEW} bytes of JSON")));
+        return Err(Problem::bad_request(
+            "preview_too_large",
+            format!("preview must be at most {MAX_PREVIEW} bytes of JSON"),
+        ));
     }
     Ok(text)
 }

@@ -56,10 +56,14 @@ impl From<CoreError> for Problem {
             CoreError::Invalid(message) => Problem::bad_request("invalid_request", message),
             CoreError::Unavailable(message) => Problem::unavailable(message),
             CoreError::NoSqlStore(message) => Problem::new(StatusCode::CONFLICT, "no_sql_store", message),
-            CoreError::UnknownConversation(message) => Problem::new(StatusCode::NOT_FOUND, "unknown_conversation", message),
-            CoreError::TooManyPins(max) => {
-                Problem::new(StatusCode::CONFLICT, "too_many_pins", format!("at most {max} conversations can be pinned"))
+            CoreError::UnknownConversation(message) => {
+                Problem::new(StatusCode::NOT_FOUND, "unknown_conversation", message)
             }
+            CoreError::TooManyPins(max) => Problem::new(
+                StatusCode::CONFLICT,
+                "too_many_pins",
+                format!("at most {max} conversations can be pinned"),
+            ),
         }
     }
 }

@@ -44,7 +44,8 @@ pub struct BadgeJson {
 impl BadgeJson {
     /// The badge inside a larger answer (which says `degraded` itself).
     pub fn nested(badge: AppBadge) -> Self {
-        let categories = badge.categories.into_iter().filter(|c| c.unread > 0).map(|c| (c.category, c.unread.into())).collect();
+        let categories =
+            badge.categories.into_iter().filter(|c| c.unread > 0).map(|c| (c.category, c.unread.into())).collect();
         BadgeJson { total: badge.total, muted: badge.muted, mentions: badge.mentions, categories, degraded: None }
     }
 

@@ -39,7 +39,8 @@ async fn handle(request: Request) -> Answer {
         (None, None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
         _ => return Err(Problem::bad_request("invalid_request", "give one of user, users or cursor")),
     };
-    let report = counts::clear_category(clear.tenant.into_string(), scope, clear.category.into_string(), clear.dry_run).await?;
+    let report =
+        counts::clear_category(clear.tenant.into_string(), scope, clear.category.into_string(), clear.dry_run).await?;
     Ok(json(&serde_json::json!({
         "dry_run": clear.dry_run,
         "users": report.users,

@@ -6,7 +6,10 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request, StatusCode};
 use spin_sdk::http_service;
 use unread_api::core::{ConversationFlag, counts};
-use unread_api::{Answer, BadgeJson, ConversationJson, Identifier, Problem, app_principal, json, json_body, json_body_or_empty, require_method};
+use unread_api::{
+    Answer, BadgeJson, ConversationJson, Identifier, Problem, app_principal, json, json_body, json_body_or_empty,
+    require_method,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

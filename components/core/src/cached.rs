@@ -21,7 +21,11 @@ pub type Slot<C> = RefCell<Option<Rc<C>>>;
 /// Runs `operation` on the cached connection (opening one with `open` if
 /// there is none); if it fails on a cached connection, reopens once and
 /// retries. A request thus opens at most one connection.
-pub async fn with_connection<C, T, E, Op, OpFut, Open, OpenFut>(slot: &'static LocalKey<Slot<C>>, open: Open, operation: Op) -> Result<T, E>
+pub async fn with_connection<C, T, E, Op, OpFut, Open, OpenFut>(
+    slot: &'static LocalKey<Slot<C>>,
+    open: Open,
+    operation: Op,
+) -> Result<T, E>
 where
     Open: Fn() -> OpenFut,
     OpenFut: Future<Output = Result<C, E>>,
@@ -73,7 +77,11 @@ fn forget<C>(slot: &'static LocalKey<Slot<C>>, failed: &Rc<C>) {
 /// The call's result, or None if `deadline` passed first: the call is
 /// dropped, and so is the cached connection (what it holds now is unknown;
 /// the next call opens another).
-pub async fn within<C, T>(slot: &'static LocalKey<Slot<C>>, deadline: Duration, call: impl Future<Output = T>) -> Option<T> {
+pub async fn within<C, T>(
+    slot: &'static LocalKey<Slot<C>>,
+    deadline: Duration,
+    call: impl Future<Output = T>,
+) -> Option<T> {
     let (mut call, mut timer) = (pin!(call), pin!(spin_sdk::time::sleep(deadline)));
     let result = poll_fn(|cx| match call.as_mut().poll(cx) {
         Poll::Ready(value) => Poll::Ready(Some(value)),

@@ -17,7 +17,13 @@ use crate::{config, reconcile, redis, reply, sql};
 const CHUNK: usize = 100;
 
 /// Clears (or, with `dry_run`, inventories) `category` for the users of `scope`.
-pub async fn run(store: Option<String>, tenant: &str, scope: UserScope, category: &str, dry_run: bool) -> Result<ClearReport, Error> {
+pub async fn run(
+    store: Option<String>,
+    tenant: &str,
+    scope: UserScope,
+    category: &str,
+    dry_run: bool,
+) -> Result<ClearReport, Error> {
     let (mut users, next_cursor) = match scope {
         UserScope::Users(users) => (users, None),
         UserScope::Walk(after) => walk(store.as_deref(), tenant, after).await?,
@@ -48,7 +54,9 @@ async fn clear(store: Option<&str>, tenant: &str, category: &str, inventory: rep
     if let Some(url) = store {
         let cursors: Vec<(String, String, u64)> = inventory
             .iter()
-            .flat_map(|(user, rows)| rows.iter().map(move |(conversation, seq, _)| (user.clone(), conversation.clone(), *seq)))
+            .flat_map(|(user, rows)| {
+                rows.iter().map(move |(conversation, seq, _)| (user.clone(), conversation.clone(), *seq))
+            })
             .collect();
         sql::advance_cursors(url, tenant, &cursors).await?;
     }
@@ -64,7 +72,11 @@ async fn clear(store: Option<&str>, tenant: &str, category: &str, inventory: rep
 
 /// The next batch of users: the SQL store's members, or without one the
 /// users Redis holds state for (the cursor is Redis's SCAN cursor).
-async fn walk(store: Option<&str>, tenant: &str, after: Option<String>) -> Result<(Vec<String>, Option<String>), Error> {
+async fn walk(
+    store: Option<&str>,
+    tenant: &str,
+    after: Option<String>,
+) -> Result<(Vec<String>, Option<String>), Error> {
     if let Some(url) = store {
         return reconcile::walk_members(url, tenant, after).await;
     }

@@ -29,7 +29,5 @@ async fn number(name: &str, default: u32) -> Result<u32, Error> {
     let Ok(text) = spin_sdk::variables::get(name).await else {
         return Ok(default);
     };
-    text.trim()
-        .parse()
-        .map_err(|_| Error::Unavailable(format!("variable {name} is not a whole number: {text:?}")))
+    text.trim().parse().map_err(|_| Error::Unavailable(format!("variable {name} is not a whole number: {text:?}")))
 }

@@ -92,7 +92,13 @@ pub async fn page(
 
 /// A mark-read's answer, from SQL (the cursor is already written there; the
 /// conversation may have no stored message yet, so `seq` bounds it below).
-pub async fn read_state(url: &str, who: &Principal, conversation: &str, seq: u64, version: Option<String>) -> Result<ReadState, Error> {
+pub async fn read_state(
+    url: &str,
+    who: &Principal,
+    conversation: &str,
+    seq: u64,
+    version: Option<String>,
+) -> Result<ReadState, Error> {
     let rows = user_truth(url, who, version).await?;
     let row = rows.iter().find(|r| r.conversation == conversation);
     let counted = row.map(TruthRow::counted).unwrap_or_default();
@@ -106,7 +112,12 @@ pub async fn read_state(url: &str, who: &Principal, conversation: &str, seq: u64
 }
 
 /// A setting's answer, from SQL (the setting is already written there).
-pub async fn conversation_state(url: &str, who: &Principal, id: &str, version: Option<String>) -> Result<ConversationState, Error> {
+pub async fn conversation_state(
+    url: &str,
+    who: &Principal,
+    id: &str,
+    version: Option<String>,
+) -> Result<ConversationState, Error> {
     let rows = user_truth(url, who, version).await?;
     let badge = badge_of(&rows);
     let row = rows.into_iter().find(|r| r.conversation == id).ok_or_else(|| reply::unknown_conversation(id))?;

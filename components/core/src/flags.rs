@@ -10,7 +10,12 @@ use crate::scripts::Script;
 use crate::{config, degraded, redis, sql};
 
 /// Sets `flag` on the user's `conversation`; answers its row and the badge.
-pub async fn set(store: Option<String>, who: Principal, conversation: String, flag: ConversationFlag) -> Result<ConversationState, Error> {
+pub async fn set(
+    store: Option<String>,
+    who: Principal,
+    conversation: String,
+    flag: ConversationFlag,
+) -> Result<ConversationState, Error> {
     let max_pins = config::max_pins().await?;
     let (setting, letter, on) = match flag {
         ConversationFlag::Muted(on) => (sql::Setting::Muted, "m", on),
@@ -29,7 +34,8 @@ pub async fn set(store: Option<String>, who: Principal, conversation: String, fl
         max_pins.to_string(),
         crate::require_loaded(&store),
     ];
-    let answer = redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
+    let answer =
+        redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
     let (whom, id) = (&who, conversation.as_str());
     let state = crate::or_from_truth(answer, store.clone(), |url, version| async move {
         degraded::conversation_state(&url, whom, id, version).await

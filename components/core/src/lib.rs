@@ -19,8 +19,8 @@ mod sql;
 
 use bindings::exports::unread::core::counts::Guest;
 use bindings::unread::core::types::{
-    AppBadge, ClearReport, ConversationFlag, ConversationState, Error, Message, Page, Principal, ReadState, ReconcileReport,
-    UserScope,
+    AppBadge, ClearReport, ConversationFlag, ConversationState, Error, Message, Page, Principal, ReadState,
+    ReconcileReport, UserScope,
 };
 use reply::Loaded;
 use scripts::Script;
@@ -80,7 +80,10 @@ impl Guest for Core {
             require_loaded(&store),
         ];
         let answer = redis::eval(Script::MarkRead, args).await.and_then(|r| reply::read_state(conversation.clone(), r));
-        or_from_truth(answer, store, |url, version| async move { degraded::read_state(&url, &who, &conversation, seq, version).await }).await
+        or_from_truth(answer, store, |url, version| async move {
+            degraded::read_state(&url, &who, &conversation, seq, version).await
+        })
+        .await
     }
 
     async fn list(who: Principal, limit: u32, cursor: Option<String>, category: Option<String>) -> Result<Page, Error> {
@@ -107,11 +110,21 @@ impl Guest for Core {
         .await
     }
 
-    async fn set_flag(who: Principal, conversation: String, flag: ConversationFlag) -> Result<ConversationState, Error> {
+    async fn set_flag(
+        who: Principal,
+        conversation: String,
+        flag: ConversationFlag,
+    ) -> Result<ConversationState, Error> {
         flags::set(sql::configured().await, who, conversation, flag).await
     }
 
-    async fn recall(tenant: String, conversation: String, seq: u64, members: Vec<String>, preview: Option<String>) -> Result<u32, Error> {
+    async fn recall(
+        tenant: String,
+        conversation: String,
+        seq: u64,
+        members: Vec<String>,
+        preview: Option<String>,
+    ) -> Result<u32, Error> {
         check_exact(seq, "seq")?;
         if let Some(url) = sql::configured().await {
             sql::record_recall(&url, &tenant, &conversation, seq).await?;
@@ -126,7 +139,8 @@ impl Guest for Core {
         let max_conversations = config::max_conversations().await?;
         let members = members_with_sender(members, None);
         if let Some(url) = sql::configured().await {
-            let cursors: Vec<(String, String, u64)> = members.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
+            let cursors: Vec<(String, String, u64)> =
+                members.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::advance_cursors(&url, &tenant, &cursors).await?;
         }
         let mut args = vec![tenant, conversation, seq.to_string(), max_conversations.to_string()];
@@ -134,7 +148,12 @@ impl Guest for Core {
         reply::count(redis::eval(Script::Join, args).await?)
     }
 
-    async fn clear_category(tenant: String, scope: UserScope, category: String, dry_run: bool) -> Result<ClearReport, Error> {
+    async fn clear_category(
+        tenant: String,
+        scope: UserScope,
+        category: String,
+        dry_run: bool,
+    ) -> Result<ClearReport, Error> {
         clear::run(sql::configured().await, &tenant, scope, &category, dry_run).await
     }
 
@@ -142,9 +161,13 @@ impl Guest for Core {
         let store = sql::configured().await;
         let args = vec![who.tenant.clone(), who.user.clone(), require_loaded(&store)];
         let answer = redis::eval(Script::Badge, args).await.and_then(reply::badge_only);
-        let badge = or_from_truth(answer, store, |url, version| async move { degraded::badge(&url, &who, version).await }).await?;
+        let badge =
+            or_from_truth(answer, store, |url, version| async move { degraded::badge(&url, &who, version).await })
+                .await?;
         Ok(match category {
-            Some(only) => reply::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded),
+            Some(only) => {
+                reply::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded)
+            }
             None => badge,
         })
     }
@@ -184,7 +207,11 @@ async fn record_in_truth(url: &str, message: &Message) -> Result<(), Error> {
 
 /// Redis's answer; with a SQL store, the truth's when Redis did not have the
 /// user (`version`: rebuild it) or could not be reached.
-async fn or_from_truth<T, F, Fut>(answer: Result<Loaded<T>, Error>, store: Option<String>, from_truth: F) -> Result<T, Error>
+async fn or_from_truth<T, F, Fut>(
+    answer: Result<Loaded<T>, Error>,
+    store: Option<String>,
+    from_truth: F,
+) -> Result<T, Error>
 where
     F: FnOnce(String, Option<String>) -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,

@@ -8,11 +8,11 @@
 //! did not see.
 
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
+use crate::config;
 use crate::redis;
 use crate::reply::{self, Rebuilt};
 use crate::scripts::Script;
 use crate::sql::{self, TruthRow};
-use crate::config;
 
 /// Users per Redis script and SQL query.
 const CHUNK: usize = 100;
@@ -44,7 +44,11 @@ pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileR
 
 /// The next batch of users with a membership, after `after`, and where the
 /// walk goes on (none when it is complete).
-pub async fn walk_members(url: &str, tenant: &str, after: Option<String>) -> Result<(Vec<String>, Option<String>), Error> {
+pub async fn walk_members(
+    url: &str,
+    tenant: &str,
+    after: Option<String>,
+) -> Result<(Vec<String>, Option<String>), Error> {
     let users = sql::members_after(url, tenant, after.as_deref().unwrap_or(""), WALK_BATCH).await?;
     let next = (users.len() == WALK_BATCH as usize).then(|| users.last().cloned()).flatten();
     Ok((users, next))

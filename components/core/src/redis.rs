@@ -5,7 +5,7 @@
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
 use crate::Error;
-use crate::cached::{Slot, within, with_connection};
+use crate::cached::{Slot, with_connection, within};
 use crate::scripts::Script;
 
 thread_local! {
@@ -33,7 +33,11 @@ async fn open() -> Result<Connection, RedisError> {
 
 /// `EVALSHA`, then `EVAL` once if Redis does not know the script (after a
 /// restart or `SCRIPT FLUSH`); `EVAL` caches it for the next call.
-async fn run(connection: std::rc::Rc<Connection>, script: Script, args: &[RedisParameter]) -> Result<Vec<RedisResult>, RedisError> {
+async fn run(
+    connection: std::rc::Rc<Connection>,
+    script: Script,
+    args: &[RedisParameter],
+) -> Result<Vec<RedisResult>, RedisError> {
     let source = script.source();
     let call = |head: &str| {
         let mut params = vec![RedisParameter::Binary(head.as_bytes().to_vec()), RedisParameter::Int64(0)];

@@ -66,10 +66,9 @@ impl Reply {
     fn signed(&mut self) -> Result<i64, Error> {
         match self.0.next() {
             Some(RedisResult::Int64(n)) => Ok(n),
-            Some(RedisResult::Binary(bytes)) => std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .ok_or_else(malformed),
+            Some(RedisResult::Binary(bytes)) => {
+                std::str::from_utf8(&bytes).ok().and_then(|t| t.parse().ok()).ok_or_else(malformed)
+            }
             _ => Err(malformed()),
         }
     }
@@ -147,7 +146,11 @@ pub fn read_state(conversation: String, values: Vec<RedisResult>) -> Result<Load
 }
 
 /// `{'ok', row..., badge...}`, `{'unknown'}`, `{'too_many_pins'}` or a miss.
-pub fn conversation_state(conversation: &str, max_pins: u32, values: Vec<RedisResult>) -> Result<Loaded<ConversationState>, Error> {
+pub fn conversation_state(
+    conversation: &str,
+    max_pins: u32,
+    values: Vec<RedisResult>,
+) -> Result<Loaded<ConversationState>, Error> {
     let mut reply = Reply::new(values);
     match reply.status()?.as_str() {
         "miss" => Ok(Loaded::Miss(reply.text()?)),
@@ -171,7 +174,8 @@ pub fn inventory(values: Vec<RedisResult>) -> Result<Inventory, Error> {
     while reply.0.len() > 0 {
         let user = reply.text()?;
         let n = reply.number()?;
-        let rows = (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+        let rows =
+            (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
         users.push((user, rows));
     }
     Ok(users)
@@ -230,7 +234,8 @@ pub fn rebuilt(values: Vec<RedisResult>) -> Result<Vec<Rebuilt>, Error> {
         let drifted = reply.number()? == 1;
         let max_drift = reply.number()?;
         let n = reply.number()?;
-        let drifts = (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+        let drifts =
+            (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
         users.push(Rebuilt { user, done, drifted, max_drift, drifts });
     }
     Ok(users)

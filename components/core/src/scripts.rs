@@ -59,7 +59,9 @@ impl Script {
     /// users a call) get longer.
     pub fn deadline(self) -> Duration {
         match self {
-            Script::Rebuild | Script::CategoryInventory | Script::ClearCategory | Script::WalkUsers => Duration::from_secs(10),
+            Script::Rebuild | Script::CategoryInventory | Script::ClearCategory | Script::WalkUsers => {
+                Duration::from_secs(10)
+            }
             _ => Duration::from_secs(2),
         }
     }

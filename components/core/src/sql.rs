@@ -12,7 +12,7 @@ use std::time::Duration;
 use spin_sdk::{mysql, pg};
 
 use crate::Error;
-use crate::cached::{Slot, within, with_connection};
+use crate::cached::{Slot, with_connection, within};
 
 mod truth;
 pub use truth::{TruthRow, truth};
@@ -60,7 +60,9 @@ pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String
     let now = now_ms();
     let params = cursors
         .iter()
-        .flat_map(|(user, conversation, seq)| [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)])
+        .flat_map(|(user, conversation, seq)| {
+            [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)]
+        })
         .collect();
     execute(url, |store| advance_statement(store, cursors.len()), params).await
 }
@@ -69,7 +71,11 @@ pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String
 pub async fn forget_conversation(url: &str, tenant: &str, conversation: &str) -> Result<(), Error> {
     for table in ["unread_read_cursors", "unread_recalls", "unread_mentions"] {
         let statement = |store: &Store| {
-            format!("DELETE FROM {table} WHERE tenant = {} AND conversation = {}", store.placeholder(1), store.placeholder(2))
+            format!(
+                "DELETE FROM {table} WHERE tenant = {} AND conversation = {}",
+                store.placeholder(1),
+                store.placeholder(2)
+            )
         };
         execute(url, statement, vec![text(tenant), text(conversation)]).await?;
     }
@@ -85,13 +91,27 @@ pub enum Setting {
 }
 
 /// Sets one of a user's settings of a conversation.
-pub async fn set_setting(url: &str, tenant: &str, user: &str, conversation: &str, setting: Setting, on: bool) -> Result<(), Error> {
+pub async fn set_setting(
+    url: &str,
+    tenant: &str,
+    user: &str,
+    conversation: &str,
+    setting: Setting,
+    on: bool,
+) -> Result<(), Error> {
     let params = vec![text(tenant), text(user), text(conversation), Param::Int(on.into()), Param::Int(now_ms())];
     execute(url, |store| setting_statement(store, setting), params).await
 }
 
 /// Records who a message mentions (`*`: every member but the sender).
-pub async fn record_mentions(url: &str, tenant: &str, conversation: &str, seq: u64, sender: &str, users: &[String]) -> Result<(), Error> {
+pub async fn record_mentions(
+    url: &str,
+    tenant: &str,
+    conversation: &str,
+    seq: u64,
+    sender: &str,
+    users: &[String],
+) -> Result<(), Error> {
     if users.is_empty() {
         return Ok(());
     }
@@ -99,7 +119,9 @@ pub async fn record_mentions(url: &str, tenant: &str, conversation: &str, seq: u
         .iter()
         .flat_map(|user| [text(tenant), text(conversation), Param::Int(seq as i64), text(user), text(sender)])
         .collect();
-    let statement = |store: &Store| insert_new(store, "unread_mentions (tenant, conversation, seq, user_id, sender)", 5, users.len());
+    let statement = |store: &Store| {
+        insert_new(store, "unread_mentions (tenant, conversation, seq, user_id, sender)", 5, users.len())
+    };
     execute(url, statement, params).await
 }
 
@@ -167,7 +189,9 @@ fn malformed(what: &str) -> Error {
 /// `rows` parenthesised groups of `columns` placeholders.
 fn value_rows(store: &Store, columns: usize, rows: usize) -> String {
     (0..rows)
-        .map(|r| format!("({})", (1..=columns).map(|c| store.placeholder(r * columns + c)).collect::<Vec<_>>().join(", ")))
+        .map(|r| {
+            format!("({})", (1..=columns).map(|c| store.placeholder(r * columns + c)).collect::<Vec<_>>().join(", "))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -210,7 +234,9 @@ fn setting_statement(store: &Store, setting: Setting) -> String {
          VALUES ({tenant}, {user}, {conversation}, {flag}, {updated_at})"
     );
     match store {
-        Store::Mysql(_) => format!("{insert} ON DUPLICATE KEY UPDATE {column} = VALUES({column}), updated_at = VALUES(updated_at)"),
+        Store::Mysql(_) => {
+            format!("{insert} ON DUPLICATE KEY UPDATE {column} = VALUES({column}), updated_at = VALUES(updated_at)")
+        }
         Store::Postgres(_) => format!(
             "{insert} ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET {column} = EXCLUDED.{column}, updated_at = EXCLUDED.updated_at"
         ),
@@ -276,22 +302,35 @@ impl Store {
 
     async fn execute(&self, statement: &str, params: Vec<Param>) -> Result<(), String> {
         match self {
-            Store::Mysql(c) => c.execute(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>()).await.map_err(|e| format!("{e:?}")),
-            Store::Postgres(c) => c.execute(statement, params.into_iter().map(Param::postgres).collect::<Vec<_>>()).await.map(|_| ()).map_err(|e| e.to_string()),
+            Store::Mysql(c) => c
+                .execute(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>())
+                .await
+                .map_err(|e| format!("{e:?}")),
+            Store::Postgres(c) => c
+                .execute(statement, params.into_iter().map(Param::postgres).collect::<Vec<_>>())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
         }
     }
 
     async fn query(&self, statement: &str, params: Vec<Param>) -> Result<Vec<Vec<Value>>, String> {
         match self {
             Store::Mysql(c) => {
-                let result = c.query(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>()).await.map_err(|e| e.to_string())?;
+                let result = c
+                    .query(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let (_, rows, done) = result.into_inner();
                 let rows = rows.collect().await;
                 done.await.map_err(|e| format!("{e:?}"))?;
                 Ok(rows.into_iter().map(|row| row.into_iter().map(Value::from_mysql).collect()).collect())
             }
             Store::Postgres(c) => {
-                let result = c.query(statement, params.into_iter().map(Param::postgres).collect::<Vec<_>>()).await.map_err(|e| e.to_string())?;
+                let result = c
+                    .query(statement, params.into_iter().map(Param::postgres).collect::<Vec<_>>())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let (_, rows, done) = result.into_inner();
                 let rows = rows.collect().await;
                 done.await.map_err(|e| format!("{e:?}"))?;
@@ -303,7 +342,8 @@ impl Store {
 
 /// The statements of a migration file (`;`-separated, comments dropped).
 fn statements(script: &str) -> Vec<String> {
-    let without_comments: String = script.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+    let without_comments: String =
+        script.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
     without_comments.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
 }
 

@@ -6,7 +6,9 @@
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, app_principal, json, query, require_method};
+use unread_api::{
+    Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, app_principal, json, query, require_method,
+};
 
 const DEFAULT_LIMIT: u32 = 20;
 const MAX_LIMIT: u32 = 100;
@@ -53,7 +55,15 @@ fn listing(request: &Request) -> Result<Listing, Problem> {
     let mut listing = Listing::default();
     for (name, value) in query(request, &["limit", "cursor", "category", "preview"])? {
         match name.as_str() {
-            "limit" => listing.limit = Some(value.parse().ok().filter(|n| (1..=MAX_LIMIT).contains(n)).ok_or_else(|| invalid(format!("limit must be 1-{MAX_LIMIT}")))?),
+            "limit" => {
+                listing.limit = Some(
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_LIMIT).contains(n))
+                        .ok_or_else(|| invalid(format!("limit must be 1-{MAX_LIMIT}")))?,
+                )
+            }
             "cursor" => listing.cursor = Some(value),
             "category" => listing.category = Some(Category::parse(&value).map_err(invalid)?.into_string()),
             _ => {
@@ -77,8 +87,16 @@ async fn lockscreen() -> Result<Lockscreen, Problem> {
     let variable = |name: &'static str| async move {
         spin_sdk::variables::get(name).await.map_err(|e| Problem::unavailable(format!("variable {name}: {e}")))
     };
-    let fields = variable("lockscreen_fields").await?.split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
+    let fields = variable("lockscreen_fields")
+        .await?
+        .split(',')
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty())
+        .collect();
     let chars = variable("preview_text_chars").await?;
-    let text_chars = chars.trim().parse().map_err(|_| Problem::unavailable(format!("variable preview_text_chars is not a whole number: {chars:?}")))?;
+    let text_chars = chars
+        .trim()
+        .parse()
+        .map_err(|_| Problem::unavailable(format!("variable preview_text_chars is not a whole number: {chars:?}")))?;
     Ok(Lockscreen { fields, text_chars })
 }

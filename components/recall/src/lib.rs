@@ -34,6 +34,7 @@ async fn handle(request: Request) -> Answer {
     let members = id_list("members", recall.members, 1, MAX_MEMBERS)?;
     let conversation = recall.conversation.into_string();
     let preview = recall.preview.as_deref().map(stored_preview).transpose()?;
-    let changed = counts::recall(recall.tenant.into_string(), conversation.clone(), recall.seq.get(), members, preview).await?;
+    let changed =
+        counts::recall(recall.tenant.into_string(), conversation.clone(), recall.seq.get(), members, preview).await?;
     Ok(json(&serde_json::json!({ "conversation": conversation, "seq": recall.seq.get(), "changed": changed })))
 }

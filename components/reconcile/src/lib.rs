@@ -30,7 +30,9 @@ async fn handle(request: Request) -> Answer {
     service_call(&request).await?;
     let call: Reconcile = json_body(request).await?;
     let scope = match (call.users, call.cursor) {
-        (Some(_), Some(_)) => return Err(Problem::bad_request("invalid_request", "give either users or cursor, not both")),
+        (Some(_), Some(_)) => {
+            return Err(Problem::bad_request("invalid_request", "give either users or cursor, not both"));
+        }
         (Some(users), None) => UserScope::Users(id_list("users", users, 1, MAX_USERS)?),
         (None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
     };

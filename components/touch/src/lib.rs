@@ -5,7 +5,9 @@ use serde_json::value::RawValue;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{Message, counts};
-use unread_api::{Answer, Category, Identifier, Problem, Seq, id_list, json, json_body, require_method, service_call, stored_preview};
+use unread_api::{
+    Answer, Category, Identifier, Problem, Seq, id_list, json, json_body, require_method, service_call, stored_preview,
+};
 
 const MAX_MEMBERS: usize = 500;
 

@@ -19,15 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Loads everything `opts` describes; fails with a clear message on any problem.
-pub async fn load(
-    opts: &HostOptions,
-    counters: Arc<RedisCounters>,
-    host_stopping: Arc<AtomicBool>,
-) -> Result<App> {
+pub async fn load(opts: &HostOptions, counters: Arc<RedisCounters>, host_stopping: Arc<AtomicBool>) -> Result<App> {
     let manifest = Manifest::load(&opts.manifest)?;
     let manifest_dir = opts.manifest.parent().unwrap_or(Path::new(".")).to_owned();
-    let app_variables =
-        AppVariables::resolve_from_process_env(&manifest.variables, &opts.variables)?;
+    let app_variables = AppVariables::resolve_from_process_env(&manifest.variables, &opts.variables)?;
     let router = Router::new(&manifest.trigger.http)?;
     let contexts = component_contexts(&manifest, &app_variables, &counters, &host_stopping)?;
 
@@ -36,19 +31,12 @@ pub async fn load(
     let mut handlers = HashMap::new();
     for id in routed_components(&router) {
         let path = manifest.component_path(&manifest_dir, &id)?;
-        let component = compile(&engine, &path)
-            .await
-            .with_context(|| format!("component `{id}`"))?;
+        let component = compile(&engine, &path).await.with_context(|| format!("component `{id}`"))?;
         let context = contexts[&id].clone();
-        let handler =
-            instances::component_handler(&engine, &linker, &component, context, &opts.instances)?;
+        let handler = instances::component_handler(&engine, &linker, &component, context, &opts.instances)?;
         handlers.insert(id, handler);
     }
-    Ok(App {
-        router,
-        handlers,
-        info_json: info_json(&manifest),
-    })
+    Ok(App { router, handlers, info_json: info_json(&manifest) })
 }
 
 /// Resolves every component's variables and outbound permissions.
@@ -65,22 +53,13 @@ fn component_contexts(
     let mut contexts = HashMap::new();
     for (id, decl) in &manifest.component {
         let variables = ComponentVariables::resolve(id, &decl.variables, app_variables)?;
-        let allowed_hosts = Arc::new(AllowedHosts::resolve(
-            id,
-            &decl.allowed_outbound_hosts,
-            app_variables,
-            &defaults,
-        )?);
+        let allowed_hosts =
+            Arc::new(AllowedHosts::resolve(id, &decl.allowed_outbound_hosts, app_variables, &defaults)?);
         let context = ComponentContext {
             id: id.clone(),
             variables: Arc::new(variables),
-            redis: RedisCtx {
-                allowed_hosts: allowed_hosts.clone(),
-                counters: counters.clone(),
-            },
-            mysql: MysqlCtx {
-                allowed_hosts: allowed_hosts.clone(),
-            },
+            redis: RedisCtx { allowed_hosts: allowed_hosts.clone(), counters: counters.clone() },
+            mysql: MysqlCtx { allowed_hosts: allowed_hosts.clone() },
             postgres: PgCtx { allowed_hosts },
             host_stopping: host_stopping.clone(),
         };
@@ -91,11 +70,7 @@ fn component_contexts(
 
 /// The components that serve at least one route.
 fn routed_components(router: &Router) -> BTreeSet<String> {
-    router
-        .routes()
-        .iter()
-        .map(|route| route.component.clone())
-        .collect()
+    router.routes().iter().map(|route| route.component.clone()).collect()
 }
 
 /// Compiles a component file off the async runtime (compilation is CPU-bound).

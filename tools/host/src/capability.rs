@@ -24,11 +24,7 @@ impl<C: 'static> HasData for CapabilityHost<C> {
 
 impl<C> CapabilityView<'_, C> {
     /// Applies `read` to the value behind `resource`; `None` if the table has no such resource.
-    pub fn read<R: 'static, O>(
-        &mut self,
-        resource: &Resource<R>,
-        read: impl FnOnce(&R) -> O,
-    ) -> Option<O> {
+    pub fn read<R: 'static, O>(&mut self, resource: &Resource<R>, read: impl FnOnce(&R) -> O) -> Option<O> {
         self.table.get(resource).ok().map(read)
     }
 
@@ -79,18 +75,12 @@ impl<C: Clone + 'static> CapabilityHost<C> {
     }
 
     /// See [`CapabilityView::push`].
-    pub fn push<T, R: Send + 'static>(
-        accessor: &Accessor<T, Self>,
-        value: R,
-    ) -> wasmtime::Result<Resource<R>> {
+    pub fn push<T, R: Send + 'static>(accessor: &Accessor<T, Self>, value: R) -> wasmtime::Result<Resource<R>> {
         accessor.with(|mut access| access.get().push(value))
     }
 
     /// See [`CapabilityView::delete`].
-    pub fn delete<T, R: 'static>(
-        accessor: &Accessor<T, Self>,
-        resource: Resource<R>,
-    ) -> wasmtime::Result<()> {
+    pub fn delete<T, R: 'static>(accessor: &Accessor<T, Self>, resource: Resource<R>) -> wasmtime::Result<()> {
         accessor.with(|mut access| access.get().delete(resource))
     }
 }

@@ -43,26 +43,15 @@ pub fn shared_engine() -> Result<Engine> {
 /// `spin:mysql`, `spin:postgres` and `spin:variables`.
 pub fn build_linker(engine: &Engine) -> Result<Linker<StoreState>> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-        .context_for(|| "linking WASI 0.2".into())?;
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).context_for(|| "linking WASI 0.2".into())?;
     wasmtime_wasi::p3::add_to_linker(&mut linker).context_for(|| "linking WASI 0.3".into())?;
-    wasmtime_wasi_http::p3::add_to_linker(&mut linker)
-        .context_for(|| "linking wasi:http 0.3".into())?;
-    crate::bindings::spin::redis::redis::add_to_linker::<StoreState, RedisHost>(
-        &mut linker,
-        store::redis_view,
-    )
-    .context_for(|| "linking spin:redis".into())?;
-    crate::bindings::spin::mysql::mysql::add_to_linker::<StoreState, MysqlHost>(
-        &mut linker,
-        store::mysql_view,
-    )
-    .context_for(|| "linking spin:mysql".into())?;
-    crate::bindings::spin::postgres::postgres::add_to_linker::<StoreState, PgHost>(
-        &mut linker,
-        store::postgres_view,
-    )
-    .context_for(|| "linking spin:postgres".into())?;
+    wasmtime_wasi_http::p3::add_to_linker(&mut linker).context_for(|| "linking wasi:http 0.3".into())?;
+    crate::bindings::spin::redis::redis::add_to_linker::<StoreState, RedisHost>(&mut linker, store::redis_view)
+        .context_for(|| "linking spin:redis".into())?;
+    crate::bindings::spin::mysql::mysql::add_to_linker::<StoreState, MysqlHost>(&mut linker, store::mysql_view)
+        .context_for(|| "linking spin:mysql".into())?;
+    crate::bindings::spin::postgres::postgres::add_to_linker::<StoreState, PgHost>(&mut linker, store::postgres_view)
+        .context_for(|| "linking spin:postgres".into())?;
     crate::bindings::spin::variables::variables::add_to_linker::<StoreState, VariablesHost>(
         &mut linker,
         store::variables_view,
@@ -72,16 +61,11 @@ pub fn build_linker(engine: &Engine) -> Result<Linker<StoreState>> {
 }
 
 /// Pre-links a compiled component as a `wasi:http/service`, ready for cheap instantiation.
-pub fn prepare_service(
-    linker: &Linker<StoreState>,
-    component: &Component,
-    id: &str,
-) -> Result<ServicePre<StoreState>> {
+pub fn prepare_service(linker: &Linker<StoreState>, component: &Component, id: &str) -> Result<ServicePre<StoreState>> {
     let instance_pre = linker
         .instantiate_pre(component)
         .context_for(|| format!("component `{id}` imports something this host does not provide"))?;
-    ServicePre::new(instance_pre)
-        .context_for(|| format!("component `{id}` does not export wasi:http/handler@0.3.0"))
+    ServicePre::new(instance_pre).context_for(|| format!("component `{id}` does not export wasi:http/handler@0.3.0"))
 }
 
 /// Identity of a component file's contents, for the compile cache.
@@ -95,8 +79,7 @@ struct FileStamp {
 /// Compiles the component at `path`, reusing an earlier compilation of the same unchanged file.
 pub fn load_component(engine: &Engine, path: &Path) -> Result<Component> {
     static CACHE: OnceLock<Mutex<HashMap<FileStamp, Component>>> = OnceLock::new();
-    let metadata =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     let stamp = FileStamp {
         path: path.canonicalize().unwrap_or_else(|_| path.to_owned()),
         len: metadata.len(),
@@ -106,11 +89,7 @@ pub fn load_component(engine: &Engine, path: &Path) -> Result<Component> {
     if let Some(component) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&stamp) {
         return Ok(component.clone());
     }
-    let component = Component::from_file(engine, path)
-        .context_for(|| format!("cannot compile {}", path.display()))?;
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(stamp, component.clone());
+    let component = Component::from_file(engine, path).context_for(|| format!("cannot compile {}", path.display()))?;
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(stamp, component.clone());
     Ok(component)
 }

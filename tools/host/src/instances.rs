@@ -19,8 +19,7 @@ use tokio::time::Sleep;
 use wasmtime::component::GuestTaskId;
 use wasmtime::{Engine, Store, StoreContextMut};
 use wasmtime_wasi_http::handler::{
-    HandlerState, Instance, Proxy, ProxyHandler, ShouldAccept, WorkerExpiration, WorkerState,
-    WorkerStatus,
+    HandlerState, Instance, Proxy, ProxyHandler, ShouldAccept, WorkerExpiration, WorkerState, WorkerStatus,
 };
 use wasmtime_wasi_http::p3::bindings::ServicePre;
 
@@ -40,17 +39,10 @@ impl ReuseLimits {
     /// The limits for `mode`; `PerRequest` is one request per instance.
     pub fn for_mode(mode: &InstanceMode) -> ReuseLimits {
         match *mode {
-            InstanceMode::PerRequest => ReuseLimits {
-                max_requests: 1,
-                max_concurrent: 1,
-            },
-            InstanceMode::Reuse {
-                max_requests,
-                max_concurrent,
-            } => ReuseLimits {
-                max_requests: max_requests.max(1),
-                max_concurrent: max_concurrent.max(1),
-            },
+            InstanceMode::PerRequest => ReuseLimits { max_requests: 1, max_concurrent: 1 },
+            InstanceMode::Reuse { max_requests, max_concurrent } => {
+                ReuseLimits { max_requests: max_requests.max(1), max_concurrent: max_concurrent.max(1) }
+            }
         }
     }
 
@@ -85,12 +77,7 @@ impl ComponentInstances {
         context: ComponentContext,
         mode: &InstanceMode,
     ) -> ComponentHandler {
-        ProxyHandler::new(ComponentInstances {
-            engine,
-            service,
-            context,
-            limits: ReuseLimits::for_mode(mode),
-        })
+        ProxyHandler::new(ComponentInstances { engine, service, context, limits: ReuseLimits::for_mode(mode) })
     }
 }
 
@@ -99,9 +86,7 @@ impl HandlerState for ComponentInstances {
     type WorkerExpiration = IdleExpiration;
     type WorkerState = WorkerLimits;
 
-    async fn instantiate(
-        &self,
-    ) -> wasmtime::Result<Instance<StoreState, IdleExpiration, WorkerLimits>> {
+    async fn instantiate(&self) -> wasmtime::Result<Instance<StoreState, IdleExpiration, WorkerLimits>> {
         let mut store = Store::new(&self.engine, StoreState::new(&self.context));
         let service = self.service.instantiate_async(&mut store).await?;
         Ok(Instance {
@@ -127,20 +112,12 @@ pub struct IdleExpiration {
 
 impl IdleExpiration {
     fn new(idle_timeout: Duration) -> IdleExpiration {
-        IdleExpiration {
-            idle_timeout,
-            sleep: Box::pin(tokio::time::sleep(idle_timeout)),
-        }
+        IdleExpiration { idle_timeout, sleep: Box::pin(tokio::time::sleep(idle_timeout)) }
     }
 }
 
 impl WorkerExpiration for IdleExpiration {
-    fn poll(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        status: WorkerStatus,
-        start: Instant,
-    ) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>, status: WorkerStatus, start: Instant) -> Poll<()> {
         let this = self.get_mut();
         if status != WorkerStatus::Idle {
             return Poll::Pending;
@@ -182,10 +159,7 @@ impl WorkerState for WorkerLimits {
         if let Err(error) = result
             && !stopping
         {
-            eprintln!(
-                "unread-host: instance of `{}` failed: {error:?}",
-                self.component
-            );
+            eprintln!("unread-host: instance of `{}` failed: {error:?}", self.component);
         }
         drop(store);
     }
@@ -200,12 +174,7 @@ pub fn component_handler(
     mode: &InstanceMode,
 ) -> anyhow::Result<ComponentHandler> {
     let service = engine::prepare_service(linker, component, &context.id)?;
-    Ok(ComponentInstances::handler(
-        engine.clone(),
-        service,
-        context,
-        mode,
-    ))
+    Ok(ComponentInstances::handler(engine.clone(), service, context, mode))
 }
 
 #[cfg(test)]
@@ -229,10 +198,7 @@ mod tests {
 
     #[test]
     fn reuse_limits_concurrency_then_total() {
-        let limits = ReuseLimits::for_mode(&InstanceMode::Reuse {
-            max_requests: 3,
-            max_concurrent: 2,
-        });
+        let limits = ReuseLimits::for_mode(&InstanceMode::Reuse { max_requests: 3, max_concurrent: 2 });
         assert_eq!(accepts(limits, 1, 1), "yes");
         assert_eq!(accepts(limits, 2, 2), "no");
         assert_eq!(accepts(limits, 0, 3), "never");
@@ -240,27 +206,15 @@ mod tests {
 
     #[test]
     fn zero_limits_still_serve() {
-        let limits = ReuseLimits::for_mode(&InstanceMode::Reuse {
-            max_requests: 0,
-            max_concurrent: 0,
-        });
-        assert_eq!(
-            limits,
-            ReuseLimits {
-                max_requests: 1,
-                max_concurrent: 1
-            }
-        );
+        let limits = ReuseLimits::for_mode(&InstanceMode::Reuse { max_requests: 0, max_concurrent: 0 });
+        assert_eq!(limits, ReuseLimits { max_requests: 1, max_concurrent: 1 });
     }
 
     #[test]
     fn spin_default_is_reuse_128_16() {
         assert_eq!(
             ReuseLimits::for_mode(&InstanceMode::spin_default()),
-            ReuseLimits {
-                max_requests: 128,
-                max_concurrent: 16
-            }
+            ReuseLimits { max_requests: 128, max_concurrent: 16 }
         );
     }
 }

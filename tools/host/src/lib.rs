@@ -83,10 +83,7 @@ pub enum InstanceMode {
 impl InstanceMode {
     /// Spin 4.1's default for WASIp3 components: `Reuse { max_requests: 128, max_concurrent: 16 }`.
     pub fn spin_default() -> InstanceMode {
-        InstanceMode::Reuse {
-            max_requests: 128,
-            max_concurrent: 16,
-        }
+        InstanceMode::Reuse { max_requests: 128, max_concurrent: 16 }
     }
 }
 
@@ -142,21 +139,11 @@ impl RunningHost {
             .router
             .routes()
             .iter()
-            .map(|r| ServedRoute {
-                component: r.component.clone(),
-                route: r.raw.clone(),
-            })
+            .map(|r| ServedRoute { component: r.component.clone(), route: r.raw.clone() })
             .collect();
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(server::serve(listener, Arc::new(app), stopped));
-        Ok(RunningHost {
-            local_addr,
-            counters,
-            routes,
-            stopping,
-            stop,
-            server: Some(server),
-        })
+        Ok(RunningHost { local_addr, counters, routes, stopping, stop, server: Some(server) })
     }
 
     /// The address the host listens on.

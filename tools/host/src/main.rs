@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use unread_host::{HostOptions, InstanceMode, RunningHost};
 
-const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--variable NAME=VALUE]...";
+const USAGE: &str =
+    "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--variable NAME=VALUE]...";
 
 #[tokio::main]
 async fn main() {
@@ -22,15 +23,10 @@ async fn run(args: Vec<String>) -> Result<()> {
     let options = parse_args(&args)?;
     let host = RunningHost::start(options).await?;
     print_routes(&host);
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot wait for Ctrl-C")?;
+    tokio::signal::ctrl_c().await.context("cannot wait for Ctrl-C")?;
     let stats = host.redis_stats();
     host.shutdown().await;
-    println!(
-        "Stopped. Redis: {} open(s), {} command(s).",
-        stats.opens, stats.commands
-    );
+    println!("Stopped. Redis: {} open(s), {} command(s).", stats.opens, stats.commands);
     Ok(())
 }
 
@@ -49,18 +45,13 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
         variables: HashMap::new(),
     };
     while let Some(arg) = args.next() {
-        let mut value = || {
-            args.next()
-                .with_context(|| format!("{arg} needs a value\n{USAGE}"))
-        };
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value\n{USAGE}"));
         match arg.as_str() {
             "--listen" => options.listen = parse_listen(value()?)?,
             "--manifest" | "-f" => options.manifest = PathBuf::from(value()?),
             "--per-request" => options.instances = InstanceMode::PerRequest,
             "--variable" => {
-                let (name, val) = value()?
-                    .split_once('=')
-                    .context("--variable expects NAME=VALUE")?;
+                let (name, val) = value()?.split_once('=').context("--variable expects NAME=VALUE")?;
                 options.variables.insert(name.to_owned(), val.to_owned());
             }
             other => bail!("unknown option {other:?}\n{USAGE}"),
@@ -70,8 +61,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
 }
 
 fn parse_listen(text: &str) -> Result<SocketAddr> {
-    text.parse()
-        .with_context(|| format!("--listen expects IP:PORT, got {text:?}"))
+    text.parse().with_context(|| format!("--listen expects IP:PORT, got {text:?}"))
 }
 
 /// Prints the base URL and routes, in the style of `spin up`.

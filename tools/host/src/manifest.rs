@@ -107,8 +107,7 @@ pub enum SourceDecl {
 impl Manifest {
     /// Reads and validates the manifest at `path`.
     pub fn load(path: &Path) -> Result<Manifest> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read manifest {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read manifest {}", path.display()))?;
         Manifest::parse(&text).with_context(|| format!("invalid manifest {}", path.display()))
     }
 
@@ -121,10 +120,8 @@ impl Manifest {
 
     /// The Wasm file of `component`, resolved against the manifest directory.
     pub fn component_path(&self, manifest_dir: &Path, component: &str) -> Result<PathBuf> {
-        let decl = self
-            .component
-            .get(component)
-            .with_context(|| format!("no component `{component}` in the manifest"))?;
+        let decl =
+            self.component.get(component).with_context(|| format!("no component `{component}` in the manifest"))?;
         match &decl.source {
             SourceDecl::Local(source) => Ok(manifest_dir.join(source)),
             SourceDecl::Other(_) => {
@@ -168,11 +165,7 @@ impl Manifest {
                 trigger.component
             );
             if let RouteDecl::Private { private } = trigger.route {
-                ensure!(
-                    private,
-                    "route of component `{}` must be a path or `{{ private = true }}`",
-                    trigger.component
-                );
+                ensure!(private, "route of component `{}` must be a path or `{{ private = true }}`", trigger.component);
             }
         }
         Ok(())
@@ -207,10 +200,7 @@ mod tests {
             for template in component.variables.values() {
                 let template = crate::variables::Template::parse(template).unwrap();
                 for name in template.referenced_variables() {
-                    assert!(
-                        manifest.variables.contains_key(name),
-                        "{id} uses undeclared {name}"
-                    );
+                    assert!(manifest.variables.contains_key(name), "{id} uses undeclared {name}");
                 }
             }
         }
@@ -253,14 +243,8 @@ mod tests {
         let manifest = Manifest::parse(MINIMAL).unwrap();
         assert_eq!(manifest.variables["a"].default.as_deref(), Some("1"));
         assert!(manifest.variables["b"].required);
-        assert_eq!(
-            manifest.trigger.http[0].route,
-            RouteDecl::Path("/...".into())
-        );
-        assert_eq!(
-            manifest.trigger.http[1].route,
-            RouteDecl::Private { private: true }
-        );
+        assert_eq!(manifest.trigger.http[0].route, RouteDecl::Path("/...".into()));
+        assert_eq!(manifest.trigger.http[1].route, RouteDecl::Private { private: true });
         assert_eq!(manifest.component["c"].variables["v"], "{{ a }}");
     }
 
@@ -279,19 +263,14 @@ mod tests {
 
     #[test]
     fn rejects_required_variables_with_defaults() {
-        let text = MINIMAL.replace(
-            "b = { required = true,",
-            "b = { default = \"x\", required = true,",
-        );
+        let text = MINIMAL.replace("b = { required = true,", "b = { default = \"x\", required = true,");
         assert!(Manifest::parse(&text).is_err());
     }
 
     #[test]
     fn rejects_remote_sources() {
-        let text = MINIMAL.replace(
-            "source = \"c.wasm\"",
-            "source = { url = \"https://x/c.wasm\", digest = \"sha256:00\" }",
-        );
+        let text =
+            MINIMAL.replace("source = \"c.wasm\"", "source = { url = \"https://x/c.wasm\", digest = \"sha256:00\" }");
         let err = format!("{:#}", Manifest::parse(&text).unwrap_err());
         assert!(err.contains("local file"), "{err}");
     }

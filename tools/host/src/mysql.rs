@@ -16,8 +16,7 @@
 //! everywhere.
 
 use crate::bindings::spin::mysql::mysql::{
-    self as wit, Column, DbDataType, DbValue, Error as MysqlError, HostConnectionWithStore,
-    ParameterValue, Row,
+    self as wit, Column, DbDataType, DbValue, Error as MysqlError, HostConnectionWithStore, ParameterValue, Row,
 };
 use crate::capability::{CapabilityHost, CapabilityView};
 use crate::outbound::{AllowedHosts, Denied};
@@ -68,14 +67,8 @@ impl MysqlHost {
 }
 
 impl<T> HostConnectionWithStore<T> for MysqlHost {
-    async fn open(
-        accessor: &Accessor<T, Self>,
-        address: String,
-    ) -> Reply<Resource<MysqlConnection>> {
-        Self::open_resource(accessor, |ctx| async move {
-            connect(&address, &ctx.allowed_hosts).await
-        })
-        .await
+    async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<MysqlConnection>> {
+        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx.allowed_hosts).await }).await
     }
 
     async fn execute(
@@ -89,10 +82,7 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
             Err(e) => return Ok(Err(e)),
         };
         let mut conn = conn.lock().await;
-        Ok(conn
-            .exec_batch(statement, [to_params(params)])
-            .await
-            .map_err(query_failed))
+        Ok(conn.exec_batch(statement, [to_params(params)]).await.map_err(query_failed))
     }
 
     async fn query(
@@ -106,40 +96,23 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
             Err(e) => return Ok(Err(e)),
         };
         let params = to_params(params);
-        sql::stream_query(accessor, move |columns, rows| {
-            run_query(conn, statement, params, columns, rows)
-        })
-        .await
+        sql::stream_query(accessor, move |columns, rows| run_query(conn, statement, params, columns, rows)).await
     }
 
-    async fn drop(
-        accessor: &Accessor<T, Self>,
-        rep: Resource<MysqlConnection>,
-    ) -> wasmtime::Result<()> {
+    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<MysqlConnection>) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 }
 
 /// Checks `address` against `allowed_hosts` and connects.
-async fn connect(
-    address: &str,
-    allowed_hosts: &AllowedHosts,
-) -> Result<MysqlConnection, MysqlError> {
-    allowed_hosts
-        .permit(address, "mysql")
-        .map_err(|denied| match denied {
-            Denied::NotAllowed => {
-                MysqlError::ConnectionFailed(format!("address {address} is not permitted"))
-            }
-            Denied::CheckFailed(reason) => MysqlError::Other(reason),
-        })?;
+async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<MysqlConnection, MysqlError> {
+    allowed_hosts.permit(address, "mysql").map_err(|denied| match denied {
+        Denied::NotAllowed => MysqlError::ConnectionFailed(format!("address {address} is not permitted")),
+        Denied::CheckFailed(reason) => MysqlError::Other(reason),
+    })?;
     let opts = connection_opts(address).map_err(MysqlError::ConnectionFailed)?;
-    let conn = Conn::new(opts)
-        .await
-        .map_err(|e| MysqlError::ConnectionFailed(e.to_string()))?;
-    Ok(MysqlConnection {
-        conn: Arc::new(Mutex::new(conn)),
-    })
+    let conn = Conn::new(opts).await.map_err(|e| MysqlError::ConnectionFailed(e.to_string()))?;
+    Ok(MysqlConnection { conn: Arc::new(Mutex::new(conn)) })
 }
 
 /// Connection options from a `mysql://` URL, without its `ssl-mode` parameter.
@@ -148,14 +121,9 @@ async fn connect(
 fn connection_opts(address: &str) -> Result<Opts, String> {
     let mut url = url::Url::parse(address).map_err(|e| format!("invalid MySQL URL: {e}"))?;
     let is_ssl = |key: &str| matches!(key.to_ascii_lowercase().as_str(), "ssl-mode" | "sslmode");
-    let (ssl, rest): (Vec<_>, Vec<_>) = url
-        .query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .partition(|(k, _)| is_ssl(k));
-    if ssl
-        .iter()
-        .any(|(_, mode)| !mode.eq_ignore_ascii_case("disabled"))
-    {
+    let (ssl, rest): (Vec<_>, Vec<_>) =
+        url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).partition(|(k, _)| is_ssl(k));
+    if ssl.iter().any(|(_, mode)| !mode.eq_ignore_ascii_case("disabled")) {
         return Err("TLS (ssl-mode) is not supported by unread-host".to_owned());
     }
     url.set_query(None);
@@ -174,14 +142,8 @@ async fn run_query(
     rows: RowSender<Row>,
 ) -> Result<(), MysqlError> {
     let mut conn = conn.lock_owned().await;
-    let mut result = conn
-        .exec_iter(statement, params)
-        .await
-        .map_err(query_failed)?;
-    let columns: Vec<Column> = result
-        .columns()
-        .map(|columns| columns.iter().map(column).collect())
-        .unwrap_or_default();
+    let mut result = conn.exec_iter(statement, params).await.map_err(query_failed)?;
+    let columns: Vec<Column> = result.columns().map(|columns| columns.iter().map(column).collect()).unwrap_or_default();
     let _ = columns_out.send(columns.clone());
     let mut stream = result
         .stream::<mysql_async::Row>()
@@ -189,18 +151,10 @@ async fn run_query(
         .map_err(|e| MysqlError::Other(e.to_string()))?
         .ok_or_else(|| MysqlError::Other("unable to stream query result".to_owned()))?;
     let mut budget = ByteBudget::default();
-    while let Some(row) = stream
-        .try_next()
-        .await
-        .map_err(|e| MysqlError::Other(e.to_string()))?
-    {
+    while let Some(row) = stream.try_next().await.map_err(|e| MysqlError::Other(e.to_string()))? {
         let row = convert_row(row, &columns)?;
-        budget
-            .charge(row.iter().map(value_size).sum())
-            .map_err(MysqlError::Other)?;
-        rows.send(row)
-            .await
-            .map_err(|closed| MysqlError::Other(format!("async error: {closed}")))?;
+        budget.charge(row.iter().map(value_size).sum()).map_err(MysqlError::Other)?;
+        rows.send(row).await.map_err(|closed| MysqlError::Other(format!("async error: {closed}")))?;
     }
     Ok(())
 }
@@ -237,10 +191,7 @@ fn to_value(param: ParameterValue) -> Value {
 
 /// A result column: its name and WIT data type.
 fn column(column: &mysql_async::Column) -> Column {
-    Column {
-        name: column.name_str().into_owned(),
-        data_type: data_type(column.column_type(), column.flags()),
-    }
+    Column { name: column.name_str().into_owned(), data_type: data_type(column.column_type(), column.flags()) }
 }
 
 /// The WIT data type of a column of `column_type` with `flags`.
@@ -252,24 +203,18 @@ fn data_type(column_type: ColumnType, flags: ColumnFlags) -> DbDataType {
         ColumnType::MYSQL_TYPE_TINY => DbDataType::Int8,
         ColumnType::MYSQL_TYPE_SHORT if unsigned => DbDataType::Uint16,
         ColumnType::MYSQL_TYPE_SHORT => DbDataType::Int16,
-        ColumnType::MYSQL_TYPE_INT24 | ColumnType::MYSQL_TYPE_LONG if unsigned => {
-            DbDataType::Uint32
-        }
+        ColumnType::MYSQL_TYPE_INT24 | ColumnType::MYSQL_TYPE_LONG if unsigned => DbDataType::Uint32,
         ColumnType::MYSQL_TYPE_INT24 | ColumnType::MYSQL_TYPE_LONG => DbDataType::Int32,
         ColumnType::MYSQL_TYPE_LONGLONG if unsigned => DbDataType::Uint64,
         ColumnType::MYSQL_TYPE_LONGLONG => DbDataType::Int64,
         ColumnType::MYSQL_TYPE_FLOAT => DbDataType::Floating32,
         ColumnType::MYSQL_TYPE_DOUBLE => DbDataType::Floating64,
-        ColumnType::MYSQL_TYPE_STRING
-        | ColumnType::MYSQL_TYPE_VAR_STRING
-        | ColumnType::MYSQL_TYPE_BLOB
-            if binary =>
-        {
+        ColumnType::MYSQL_TYPE_STRING | ColumnType::MYSQL_TYPE_VAR_STRING | ColumnType::MYSQL_TYPE_BLOB if binary => {
             DbDataType::Binary
         }
-        ColumnType::MYSQL_TYPE_STRING
-        | ColumnType::MYSQL_TYPE_VAR_STRING
-        | ColumnType::MYSQL_TYPE_BLOB => DbDataType::Str,
+        ColumnType::MYSQL_TYPE_STRING | ColumnType::MYSQL_TYPE_VAR_STRING | ColumnType::MYSQL_TYPE_BLOB => {
+            DbDataType::Str
+        }
         _ => DbDataType::Other,
     }
 }
@@ -279,15 +224,9 @@ fn convert_row(row: mysql_async::Row, columns: &[Column]) -> Result<Row, MysqlEr
     let values = row.unwrap();
     if values.len() > columns.len() {
         let index = columns.len();
-        return Err(MysqlError::Other(format!(
-            "Can't get column at index {index}"
-        )));
+        return Err(MysqlError::Other(format!("Can't get column at index {index}")));
     }
-    values
-        .into_iter()
-        .zip(columns)
-        .map(|(value, column)| convert_value(value, column))
-        .collect()
+    values.into_iter().zip(columns).map(|(value, column)| convert_value(value, column)).collect()
 }
 
 /// Converts one value of `column`.
@@ -336,10 +275,7 @@ mod tests {
     use super::*;
 
     fn column_of(data_type: DbDataType) -> Column {
-        Column {
-            name: "c".into(),
-            data_type,
-        }
+        Column { name: "c".into(), data_type }
     }
 
     fn debug<D: std::fmt::Debug>(value: D) -> String {
@@ -360,43 +296,23 @@ mod tests {
             (ColumnType::MYSQL_TYPE_LONG, signed, DbDataType::Int32),
             (ColumnType::MYSQL_TYPE_LONG, unsigned, DbDataType::Uint32),
             (ColumnType::MYSQL_TYPE_LONGLONG, signed, DbDataType::Int64),
-            (
-                ColumnType::MYSQL_TYPE_LONGLONG,
-                unsigned,
-                DbDataType::Uint64,
-            ),
+            (ColumnType::MYSQL_TYPE_LONGLONG, unsigned, DbDataType::Uint64),
             (ColumnType::MYSQL_TYPE_FLOAT, signed, DbDataType::Floating32),
-            (
-                ColumnType::MYSQL_TYPE_DOUBLE,
-                unsigned,
-                DbDataType::Floating64,
-            ),
+            (ColumnType::MYSQL_TYPE_DOUBLE, unsigned, DbDataType::Floating64),
         ];
         for (column_type, flags, expected) in cases {
-            assert_eq!(
-                debug(data_type(column_type, flags)),
-                debug(expected),
-                "{column_type:?} {flags:?}"
-            );
+            assert_eq!(debug(data_type(column_type, flags)), debug(expected), "{column_type:?} {flags:?}");
         }
     }
 
     #[test]
     fn character_columns_are_text_unless_binary() {
         let binary = ColumnFlags::BINARY_FLAG;
-        for column_type in [
-            ColumnType::MYSQL_TYPE_STRING,
-            ColumnType::MYSQL_TYPE_VAR_STRING,
-            ColumnType::MYSQL_TYPE_BLOB,
-        ] {
-            assert_eq!(
-                debug(data_type(column_type, ColumnFlags::empty())),
-                debug(DbDataType::Str)
-            );
-            assert_eq!(
-                debug(data_type(column_type, binary)),
-                debug(DbDataType::Binary)
-            );
+        for column_type in
+            [ColumnType::MYSQL_TYPE_STRING, ColumnType::MYSQL_TYPE_VAR_STRING, ColumnType::MYSQL_TYPE_BLOB]
+        {
+            assert_eq!(debug(data_type(column_type, ColumnFlags::empty())), debug(DbDataType::Str));
+            assert_eq!(debug(data_type(column_type, binary)), debug(DbDataType::Binary));
         }
     }
 
@@ -413,107 +329,46 @@ mod tests {
             ColumnType::MYSQL_TYPE_LONG_BLOB,
             ColumnType::MYSQL_TYPE_NULL,
         ] {
-            assert_eq!(
-                debug(data_type(column_type, ColumnFlags::empty())),
-                debug(DbDataType::Other)
-            );
+            assert_eq!(debug(data_type(column_type, ColumnFlags::empty())), debug(DbDataType::Other));
         }
     }
 
     #[test]
     fn values_convert_to_their_column_type() {
-        let convert =
-            |value: Value, data_type| debug(convert_value(value, &column_of(data_type)).unwrap());
-        assert_eq!(
-            convert(Value::Int(-128), DbDataType::Int8),
-            debug(DbValue::Int8(-128))
-        );
-        assert_eq!(
-            convert(Value::Int(1), DbDataType::Int8),
-            debug(DbValue::Int8(1))
-        );
-        assert_eq!(
-            convert(Value::UInt(u64::MAX), DbDataType::Uint64),
-            debug(DbValue::Uint64(u64::MAX))
-        );
-        assert_eq!(
-            convert(Value::Int(i64::MIN), DbDataType::Int64),
-            debug(DbValue::Int64(i64::MIN))
-        );
-        assert_eq!(
-            convert(Value::Int(65535), DbDataType::Uint16),
-            debug(DbValue::Uint16(65535))
-        );
-        assert_eq!(
-            convert(Value::Float(1.5), DbDataType::Floating32),
-            debug(DbValue::Floating32(1.5))
-        );
-        assert_eq!(
-            convert(Value::Double(-2.25), DbDataType::Floating64),
-            debug(DbValue::Floating64(-2.25))
-        );
-        assert_eq!(
-            convert(Value::from("héllo ✓"), DbDataType::Str),
-            debug(DbValue::Str("héllo ✓".into()))
-        );
-        assert_eq!(
-            convert(Value::Bytes(vec![0, 255]), DbDataType::Binary),
-            debug(DbValue::Binary(vec![0, 255]))
-        );
-        assert_eq!(
-            convert(Value::NULL, DbDataType::Other),
-            debug(DbValue::DbNull)
-        );
-        assert_eq!(
-            convert(Value::NULL, DbDataType::Int32),
-            debug(DbValue::DbNull)
-        );
+        let convert = |value: Value, data_type| debug(convert_value(value, &column_of(data_type)).unwrap());
+        assert_eq!(convert(Value::Int(-128), DbDataType::Int8), debug(DbValue::Int8(-128)));
+        assert_eq!(convert(Value::Int(1), DbDataType::Int8), debug(DbValue::Int8(1)));
+        assert_eq!(convert(Value::UInt(u64::MAX), DbDataType::Uint64), debug(DbValue::Uint64(u64::MAX)));
+        assert_eq!(convert(Value::Int(i64::MIN), DbDataType::Int64), debug(DbValue::Int64(i64::MIN)));
+        assert_eq!(convert(Value::Int(65535), DbDataType::Uint16), debug(DbValue::Uint16(65535)));
+        assert_eq!(convert(Value::Float(1.5), DbDataType::Floating32), debug(DbValue::Floating32(1.5)));
+        assert_eq!(convert(Value::Double(-2.25), DbDataType::Floating64), debug(DbValue::Floating64(-2.25)));
+        assert_eq!(convert(Value::from("héllo ✓"), DbDataType::Str), debug(DbValue::Str("héllo ✓".into())));
+        assert_eq!(convert(Value::Bytes(vec![0, 255]), DbDataType::Binary), debug(DbValue::Binary(vec![0, 255])));
+        assert_eq!(convert(Value::NULL, DbDataType::Other), debug(DbValue::DbNull));
+        assert_eq!(convert(Value::NULL, DbDataType::Int32), debug(DbValue::DbNull));
     }
 
     #[test]
     fn unconvertible_values_fail() {
         let fails = |value: Value, data_type| {
-            matches!(
-                convert_value(value, &column_of(data_type)),
-                Err(MysqlError::ValueConversionFailed(_))
-            )
+            matches!(convert_value(value, &column_of(data_type)), Err(MysqlError::ValueConversionFailed(_)))
         };
         assert!(fails(Value::Int(300), DbDataType::Int8), "out of range");
-        assert!(
-            fails(Value::Int(-1), DbDataType::Uint32),
-            "negative into unsigned"
-        );
-        assert!(
-            fails(Value::Bytes(vec![0xff, 0xfe]), DbDataType::Str),
-            "not UTF-8"
-        );
-        assert!(
-            fails(Value::from("12.50"), DbDataType::Other),
-            "DECIMAL and friends"
-        );
-        assert!(fails(
-            Value::Date(2024, 1, 2, 3, 4, 5, 0),
-            DbDataType::Other
-        ));
+        assert!(fails(Value::Int(-1), DbDataType::Uint32), "negative into unsigned");
+        assert!(fails(Value::Bytes(vec![0xff, 0xfe]), DbDataType::Str), "not UTF-8");
+        assert!(fails(Value::from("12.50"), DbDataType::Other), "DECIMAL and friends");
+        assert!(fails(Value::Date(2024, 1, 2, 3, 4, 5, 0), DbDataType::Other));
     }
 
     #[test]
     fn parameters_map_to_mysql_values() {
         assert_eq!(to_value(ParameterValue::Boolean(true)), Value::Int(1));
-        assert_eq!(
-            to_value(ParameterValue::Uint64(u64::MAX)),
-            Value::UInt(u64::MAX)
-        );
+        assert_eq!(to_value(ParameterValue::Uint64(u64::MAX)), Value::UInt(u64::MAX));
         assert_eq!(to_value(ParameterValue::Int8(-5)), Value::Int(-5));
         assert_eq!(to_value(ParameterValue::Floating32(0.5)), Value::Float(0.5));
-        assert_eq!(
-            to_value(ParameterValue::Str("ü".into())),
-            Value::Bytes("ü".as_bytes().to_vec())
-        );
-        assert_eq!(
-            to_value(ParameterValue::Binary(vec![1])),
-            Value::Bytes(vec![1])
-        );
+        assert_eq!(to_value(ParameterValue::Str("ü".into())), Value::Bytes("ü".as_bytes().to_vec()));
+        assert_eq!(to_value(ParameterValue::Binary(vec![1])), Value::Bytes(vec![1]));
         assert_eq!(to_value(ParameterValue::DbNull), Value::NULL);
     }
 
@@ -525,10 +380,7 @@ mod tests {
         assert_eq!(opts.user(), Some("root"));
         assert_eq!(opts.db_name(), Some("test"));
         assert!(connection_opts("mysql://h/db?ssl-mode=DISABLED").is_ok());
-        assert!(
-            connection_opts("mysql://h/db?sslMode=REQUIRED").is_err(),
-            "no TLS here"
-        );
+        assert!(connection_opts("mysql://h/db?sslMode=REQUIRED").is_err(), "no TLS here");
         assert!(connection_opts("host=h user=u").is_err());
         assert!(connection_opts("mysql://h/db?no_such_option=1").is_err());
     }
@@ -536,8 +388,7 @@ mod tests {
     /// The server for the live tests: `UNREAD_TEST_MYSQL`, or MariaDB/MySQL on
     /// 127.0.0.1:3306 as root without a password, database `test`.
     fn test_server() -> String {
-        std::env::var("UNREAD_TEST_MYSQL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+        std::env::var("UNREAD_TEST_MYSQL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
     }
 
     /// A connection to [`test_server`], or `None` (the test is skipped) if there is none.
@@ -561,19 +412,9 @@ mod tests {
     ) -> (Vec<String>, Vec<String>, Result<(), MysqlError>) {
         let (columns_tx, columns_rx) = oneshot::channel();
         let (sender, mut receiver) = sql::test_channel(64);
-        let outcome = run_query(
-            conn.conn.clone(),
-            statement.to_owned(),
-            to_params(params),
-            columns_tx,
-            sender,
-        )
-        .await;
+        let outcome = run_query(conn.conn.clone(), statement.to_owned(), to_params(params), columns_tx, sender).await;
         let columns = columns_rx.await.unwrap_or_default();
-        let columns = columns
-            .iter()
-            .map(|c| format!("{}:{:?}", c.name, c.data_type))
-            .collect();
+        let columns = columns.iter().map(|c| format!("{}:{:?}", c.name, c.data_type)).collect();
         let mut rows = Vec::new();
         while let Ok(row) = receiver.try_recv() {
             rows.push(debug(row));
@@ -583,9 +424,7 @@ mod tests {
 
     async fn execute(conn: &MysqlConnection, statement: &str, params: Vec<ParameterValue>) {
         let mut conn = conn.conn.lock().await;
-        conn.exec_batch(statement, [to_params(params)])
-            .await
-            .unwrap();
+        conn.exec_batch(statement, [to_params(params)]).await.unwrap();
     }
 
     #[tokio::test]
@@ -619,12 +458,8 @@ mod tests {
         nulls.extend(std::iter::repeat_n(ParameterValue::DbNull, 9));
         execute(&conn, insert, nulls).await;
 
-        let (columns, rows, outcome) = query(
-            &conn,
-            "SELECT id, flag, tiny, big, ubig, f, d, s, bin FROM probe ORDER BY id",
-            vec![],
-        )
-        .await;
+        let (columns, rows, outcome) =
+            query(&conn, "SELECT id, flag, tiny, big, ubig, f, d, s, bin FROM probe ORDER BY id", vec![]).await;
         outcome.unwrap();
         assert_eq!(
             columns.join(" "),
@@ -646,38 +481,25 @@ mod tests {
                 DbValue::Binary(vec![0, 255]),
             ])
         );
-        assert_eq!(
-            rows[1],
-            debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 8]].concat())
-        );
+        assert_eq!(rows[1], debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 8]].concat()));
 
         // DECIMAL (like dates, BIT, ...) is `other`: NULL reads, a value fails the query.
-        let (_, rows, outcome) =
-            query(&conn, "SELECT amount FROM probe ORDER BY id DESC", vec![]).await;
+        let (_, rows, outcome) = query(&conn, "SELECT amount FROM probe ORDER BY id DESC", vec![]).await;
         assert_eq!(rows, [debug(vec![DbValue::DbNull])]);
-        assert!(
-            matches!(outcome, Err(MysqlError::ValueConversionFailed(_))),
-            "{outcome:?}"
-        );
+        assert!(matches!(outcome, Err(MysqlError::ValueConversionFailed(_))), "{outcome:?}");
 
-        let (columns, rows, outcome) =
-            query(&conn, "SELECT id FROM probe WHERE id > 5", vec![]).await;
+        let (columns, rows, outcome) = query(&conn, "SELECT id FROM probe WHERE id > 5", vec![]).await;
         assert_eq!((columns.len(), rows.len()), (1, 0));
         outcome.unwrap();
 
         let (_, _, outcome) = query(&conn, "SELEC nope", vec![]).await;
-        assert!(
-            matches!(outcome, Err(MysqlError::QueryFailed(_))),
-            "{outcome:?}"
-        );
+        assert!(matches!(outcome, Err(MysqlError::QueryFailed(_))), "{outcome:?}");
     }
 
     #[tokio::test]
     async fn addresses_outside_allowed_hosts_are_refused() {
         let allowed = AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap();
-        let Err(MysqlError::ConnectionFailed(text)) =
-            connect("mysql://root@10.9.9.9/test", &allowed).await
-        else {
+        let Err(MysqlError::ConnectionFailed(text)) = connect("mysql://root@10.9.9.9/test", &allowed).await else {
             panic!("expected connection-failed");
         };
         assert_eq!(text, "address mysql://root@10.9.9.9/test is not permitted");

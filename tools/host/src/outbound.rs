@@ -85,23 +85,14 @@ impl AllowedHosts {
                  with the variables' values ({reason}); every outbound connection will fail"
             );
         }
-        Ok(AllowedHosts {
-            component: component.to_owned(),
-            resolved,
-        })
+        Ok(AllowedHosts { component: component.to_owned(), resolved })
     }
 
     /// Parses already-resolved entries for `component`.
     #[cfg(test)]
     pub fn parse(component: &str, entries: &[&str]) -> Result<AllowedHosts> {
-        let entries = entries
-            .iter()
-            .map(|e| AllowedHost::parse(e))
-            .collect::<Result<_>>()?;
-        Ok(AllowedHosts {
-            component: component.to_owned(),
-            resolved: Ok(entries),
-        })
+        let entries = entries.iter().map(|e| AllowedHost::parse(e)).collect::<Result<_>>()?;
+        Ok(AllowedHosts { component: component.to_owned(), resolved: Ok(entries) })
     }
 
     /// Whether the component may connect to `address`; `default_scheme`
@@ -116,10 +107,7 @@ impl AllowedHosts {
             );
             return Err(Denied::NotAllowed);
         };
-        let entries = self
-            .resolved
-            .as_ref()
-            .map_err(|e| Denied::CheckFailed(e.clone()))?;
+        let entries = self.resolved.as_ref().map_err(|e| Denied::CheckFailed(e.clone()))?;
         if entries.iter().any(|entry| entry.allows(&target)) {
             return Ok(());
         }
@@ -136,10 +124,7 @@ impl AllowedHosts {
 impl Default for AllowedHosts {
     /// No entries: nothing is allowed.
     fn default() -> AllowedHosts {
-        AllowedHosts {
-            component: String::new(),
-            resolved: Ok(Vec::new()),
-        }
+        AllowedHosts { component: String::new(), resolved: Ok(Vec::new()) }
     }
 }
 
@@ -186,10 +171,7 @@ fn render_all(entries: &[Entry<'_>], values: &AppVariables) -> Result<Vec<Allowe
         let host = if entry.template.is_literal() {
             AllowedHost::parse(entry.text).map(Some)
         } else {
-            entry
-                .template
-                .render(values)
-                .and_then(|rendered| parse_or_skip(&rendered))
+            entry.template.render(values).and_then(|rendered| parse_or_skip(&rendered))
         };
         // Like Spin, the guest only sees the outermost message.
         parsed.extend(host.map_err(|e| e.to_string())?);
@@ -261,12 +243,9 @@ impl AllowedHost {
             }
         };
         let (host, port) = split_host_port(url, rest)?;
-        let port = PortPattern::parse(port, scheme)
-            .with_context(|| format!("Invalid allowed host port {port:?}"))?;
-        let scheme = SchemePattern::parse(scheme)
-            .with_context(|| format!("Invalid allowed host scheme {scheme:?}"))?;
-        let host =
-            HostPattern::parse(host).with_context(|| format!("Invalid allowed host {host:?}"))?;
+        let port = PortPattern::parse(port, scheme).with_context(|| format!("Invalid allowed host port {port:?}"))?;
+        let scheme = SchemePattern::parse(scheme).with_context(|| format!("Invalid allowed host scheme {scheme:?}"))?;
+        let host = HostPattern::parse(host).with_context(|| format!("Invalid allowed host {host:?}"))?;
         Ok(AllowedHost { scheme, host, port })
     }
 
@@ -300,10 +279,7 @@ impl SchemePattern {
             return Ok(SchemePattern::Any);
         }
         ensure!(!scheme.starts_with('{'), "scheme lists are not supported");
-        ensure!(
-            scheme.chars().all(char::is_alphabetic),
-            "only alphabetic characters are allowed"
-        );
+        ensure!(scheme.chars().all(char::is_alphabetic), "only alphabetic characters are allowed");
         Ok(SchemePattern::Exact(scheme.to_owned()))
     }
 
@@ -330,21 +306,14 @@ impl HostPattern {
         let host = host.strip_suffix('/').unwrap_or(host);
         ensure!(!host.contains('/'), "must not include a path");
         if let Some(domain) = host.strip_prefix("*.") {
-            ensure!(
-                !domain.contains('*'),
-                "wildcards are allowed only as prefixes"
-            );
-            let parsed = Host::parse(domain)
-                .with_context(|| format!("invalid wildcard host \"*.{domain}\""))?;
+            ensure!(!domain.contains('*'), "wildcards are allowed only as prefixes");
+            let parsed = Host::parse(domain).with_context(|| format!("invalid wildcard host \"*.{domain}\""))?;
             let Host::Domain(domain) = parsed else {
                 bail!("wildcard suffix must be a domain");
             };
             return Ok(HostPattern::SubdomainOf(format!(".{domain}")));
         }
-        ensure!(
-            !host.contains('*'),
-            "wildcards are allowed only as subdomains"
-        );
+        ensure!(!host.contains('*'), "wildcards are allowed only as subdomains");
         Ok(HostPattern::Literal(Host::parse(host)?))
     }
 
@@ -367,10 +336,7 @@ impl IpNetwork {
         let address: IpAddr = address.parse().ok()?;
         let prefix: u8 = prefix.parse().ok()?;
         let bits = if address.is_ipv4() { 32 } else { 128 };
-        (prefix <= bits).then(|| IpNetwork {
-            address: mask(address, prefix),
-            prefix,
-        })
+        (prefix <= bits).then(|| IpNetwork { address: mask(address, prefix), prefix })
     }
 
     fn contains(&self, ip: IpAddr) -> bool {
@@ -396,9 +362,7 @@ impl PortPattern {
     fn parse(port: &str, scheme: &str) -> Result<PortPattern> {
         if port.is_empty() {
             return well_known_port(scheme).map(PortPattern::Exact).with_context(|| {
-                format!(
-                    "no port was provided and the scheme {scheme:?} does not have a known default port number"
-                )
+                format!("no port was provided and the scheme {scheme:?} does not have a known default port number")
             });
         }
         if port == "*" {
@@ -406,15 +370,11 @@ impl PortPattern {
         }
         ensure!(!port.starts_with('{'), "port lists are not yet supported");
         if let Some((start, end)) = port.split_once("..") {
-            let number = |text: &str| {
-                text.parse::<u16>()
-                    .with_context(|| format!("port range {port:?} contains non-number"))
-            };
+            let number =
+                |text: &str| text.parse::<u16>().with_context(|| format!("port range {port:?} contains non-number"));
             return Ok(PortPattern::Range(number(start)?..number(end)?));
         }
-        let number = port
-            .parse()
-            .with_context(|| format!("port {port:?} is not a number"))?;
+        let number = port.parse().with_context(|| format!("port {port:?} is not a number"))?;
         Ok(PortPattern::Exact(number))
     }
 
@@ -452,11 +412,7 @@ impl Target {
         };
         // Non-special schemes keep hosts verbatim: parse them like the entries.
         let host = Host::parse(url.host_str()?).ok()?;
-        Some(Target {
-            scheme: url.scheme().to_owned(),
-            host,
-            port: url.port(),
-        })
+        Some(Target { scheme: url.scheme().to_owned(), host, port: url.port() })
     }
 
     /// `scheme://host[:port]`, for messages.
@@ -507,24 +463,16 @@ mod tests {
     }
 
     /// `(defaults, values)` for variables declared with `decls` and overridden by `overrides`.
-    fn variables(
-        decls: &[(&str, Option<&str>)],
-        overrides: &[(&str, &str)],
-    ) -> (AppVariables, AppVariables) {
+    fn variables(decls: &[(&str, Option<&str>)], overrides: &[(&str, &str)]) -> (AppVariables, AppVariables) {
         let decls: BTreeMap<String, VariableDecl> = decls
             .iter()
             .map(|(name, default)| {
-                let decl = VariableDecl {
-                    default: default.map(str::to_owned),
-                    ..Default::default()
-                };
+                let decl = VariableDecl { default: default.map(str::to_owned), ..Default::default() };
                 (name.to_string(), decl)
             })
             .collect();
-        let overrides: HashMap<String, String> = overrides
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let overrides: HashMap<String, String> =
+            overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let values = AppVariables::resolve(&decls, &overrides, |_| None).unwrap();
         (AppVariables::defaults_only(&decls), values)
     }
@@ -539,16 +487,10 @@ mod tests {
         let hosts = allowed(&["redis://127.0.0.1:6379"]);
         assert!(allows(&hosts, "redis://127.0.0.1:6379", "redis"));
         assert!(allows(&hosts, "redis://127.0.0.1:6379/0", "redis"));
-        assert!(
-            allows(&hosts, "redis://127.0.0.1", "redis"),
-            "default redis port"
-        );
+        assert!(allows(&hosts, "redis://127.0.0.1", "redis"), "default redis port");
         assert!(!allows(&hosts, "redis://127.0.0.1:6380", "redis"));
         assert!(!allows(&hosts, "redis://localhost:6379", "redis"));
-        assert!(
-            !allows(&hosts, "rediss://127.0.0.1:6379", "redis"),
-            "scheme must match"
-        );
+        assert!(!allows(&hosts, "rediss://127.0.0.1:6379", "redis"), "scheme must match");
         assert!(!allows(&hosts, "http://127.0.0.1:6379", "redis"));
     }
 
@@ -576,25 +518,10 @@ mod tests {
         let any_host = allowed(&["redis://*:6379"]);
         assert!(allows(&any_host, "redis://example.com:6379", "redis"));
         assert!(!allows(&any_host, "redis://example.com:1", "redis"));
-        assert!(allows(
-            &allowed(&["redis://127.0.0.1:*"]),
-            "redis://127.0.0.1:1234",
-            "redis"
-        ));
-        assert!(allows(
-            &allowed(&["*://127.0.0.1:6379"]),
-            "redis://127.0.0.1:6379",
-            "redis"
-        ));
-        assert!(allows(
-            &allowed(&["*://*:*"]),
-            "redis://anything:1",
-            "redis"
-        ));
-        assert!(
-            allows(&allowed(&["*://*:*"]), "tcp://anything", "tcp"),
-            "no port needed"
-        );
+        assert!(allows(&allowed(&["redis://127.0.0.1:*"]), "redis://127.0.0.1:1234", "redis"));
+        assert!(allows(&allowed(&["*://127.0.0.1:6379"]), "redis://127.0.0.1:6379", "redis"));
+        assert!(allows(&allowed(&["*://*:*"]), "redis://anything:1", "redis"));
+        assert!(allows(&allowed(&["*://*:*"]), "tcp://anything", "tcp"), "no port needed");
         let sub = allowed(&["redis://*.example.com:6379"]);
         assert!(allows(&sub, "redis://db.example.com:6379", "redis"));
         assert!(allows(&sub, "redis://a.b.Example.COM:6379", "redis"));
@@ -608,20 +535,12 @@ mod tests {
         assert!(allows(&hosts, "redis://127.0.0.1:7000", "redis"));
         assert!(allows(&hosts, "redis://127.0.0.1:7001", "redis"));
         assert!(!allows(&hosts, "redis://127.0.0.1:7002", "redis"));
-        assert!(!allows(
-            &allowed(&["redis://h:0..0"]),
-            "redis://h:0",
-            "redis"
-        ));
+        assert!(!allows(&allowed(&["redis://h:0..0"]), "redis://h:0", "redis"));
     }
 
     #[test]
     fn cidr_networks() {
-        let hosts = allowed(&[
-            "mysql://10.1.0.0/16",
-            "*://127.0.0.1/24:5432",
-            "postgres://fd00::/8",
-        ]);
+        let hosts = allowed(&["mysql://10.1.0.0/16", "*://127.0.0.1/24:5432", "postgres://fd00::/8"]);
         assert!(allows(&hosts, "mysql://10.1.200.3", "mysql"));
         assert!(!allows(&hosts, "mysql://10.2.0.1", "mysql"));
         assert!(!allows(&hosts, "mysql://db.example.com", "mysql"));
@@ -642,39 +561,19 @@ mod tests {
     fn hosts_compare_case_insensitively_schemes_exactly() {
         let hosts = allowed(&["redis://LocalHost:6379"]);
         assert!(allows(&hosts, "redis://localhost:6379", "redis"));
-        assert!(allows(
-            &allowed(&["redis://localhost:6379"]),
-            "redis://LOCALHOST:6379",
-            "redis"
-        ));
+        assert!(allows(&allowed(&["redis://localhost:6379"]), "redis://LOCALHOST:6379", "redis"));
         // Destinations' schemes are lowercased by URL parsing; entries' are not.
-        assert!(!allows(
-            &allowed(&["Redis://localhost:6379"]),
-            "redis://localhost:6379",
-            "redis"
-        ));
+        assert!(!allows(&allowed(&["Redis://localhost:6379"]), "redis://localhost:6379", "redis"));
     }
 
     #[test]
     fn userinfo_and_path_of_destinations_are_ignored() {
         let hosts = allowed(&["redis://127.0.0.1:6379", "mysql://xyz.com"]);
         assert!(allows(&hosts, "redis://:secret@127.0.0.1:6379", "redis"));
-        assert!(allows(
-            &hosts,
-            "redis://user:p@ss@127.0.0.1:6379/2",
-            "redis"
-        ));
-        assert!(!allows(
-            &hosts,
-            "redis://127.0.0.1:6379@evil.example:6379",
-            "redis"
-        ));
+        assert!(allows(&hosts, "redis://user:p@ss@127.0.0.1:6379/2", "redis"));
+        assert!(!allows(&hosts, "redis://127.0.0.1:6379@evil.example:6379", "redis"));
         assert!(allows(&hosts, "mysql://user:pass#word@xyz.com", "mysql"));
-        assert!(allows(
-            &hosts,
-            "mysql://user%3Apass%23word@xyz.com/db?x=1",
-            "mysql"
-        ));
+        assert!(allows(&hosts, "mysql://user%3Apass%23word@xyz.com/db?x=1", "mysql"));
         assert!(allows(&hosts, "user%3Apass%23word@xyz.com", "mysql"));
     }
 
@@ -690,36 +589,21 @@ mod tests {
     fn unparseable_addresses_are_not_allowed() {
         let hosts = allowed(&["*://*:*"]);
         for address in ["not a url", "", "::1:5432"] {
-            assert_eq!(
-                hosts.permit(address, "redis"),
-                Err(Denied::NotAllowed),
-                "{address}"
-            );
+            assert_eq!(hosts.permit(address, "redis"), Err(Denied::NotAllowed), "{address}");
         }
         // As in Spin, the retry with the scheme in front reads this one as host `redis`.
         let hosts = allowed(&["redis://127.0.0.1:6379"]);
-        assert_eq!(
-            hosts.permit("redis://[::1", "redis"),
-            Err(Denied::NotAllowed)
-        );
+        assert_eq!(hosts.permit("redis://[::1", "redis"), Err(Denied::NotAllowed));
     }
 
     #[test]
     fn no_entries_allow_nothing() {
-        assert!(!allows(
-            &AllowedHosts::default(),
-            "redis://127.0.0.1:6379",
-            "redis"
-        ));
+        assert!(!allows(&AllowedHosts::default(), "redis://127.0.0.1:6379", "redis"));
     }
 
     #[test]
     fn self_is_never_a_network_destination() {
-        assert!(!allows(
-            &allowed(&["mysql://self"]),
-            "mysql://self",
-            "mysql"
-        ));
+        assert!(!allows(&allowed(&["mysql://self"]), "mysql://self", "mysql"));
     }
 
     #[test]
@@ -783,28 +667,17 @@ mod tests {
     #[test]
     fn literal_invalid_entries_fail_the_load() {
         let vars = variables(&[], &[]);
-        let err = format!(
-            "{:#}",
-            resolve(&["mysql://root@127.0.0.1:3306"], &vars).unwrap_err()
-        );
-        assert!(
-            err.contains("component `c`") && err.contains("root@127.0.0.1"),
-            "{err}"
-        );
-        assert!(
-            resolve(&[""], &vars).is_err(),
-            "a literal empty entry is an error"
-        );
+        let err = format!("{:#}", resolve(&["mysql://root@127.0.0.1:3306"], &vars).unwrap_err());
+        assert!(err.contains("component `c`") && err.contains("root@127.0.0.1"), "{err}");
+        assert!(resolve(&[""], &vars).is_err(), "a literal empty entry is an error");
         assert!(resolve(&["insecure:allow-all"], &vars).is_err());
         assert!(resolve(&["{{ unclosed"], &vars).is_err());
     }
 
     #[test]
     fn templated_entries_resolve_from_application_variables() {
-        let vars = variables(
-            &[("redis_url", Some("redis://127.0.0.1:6379"))],
-            &[("redis_url", "redis://10.0.0.5:7000")],
-        );
+        let vars =
+            variables(&[("redis_url", Some("redis://127.0.0.1:6379"))], &[("redis_url", "redis://10.0.0.5:7000")]);
         let hosts = resolve(&["{{ redis_url }}"], &vars).unwrap();
         assert!(allows(&hosts, "redis://10.0.0.5:7000", "redis"));
         assert!(!allows(&hosts, "redis://127.0.0.1:6379", "redis"));
@@ -833,10 +706,7 @@ mod tests {
 
     #[test]
     fn templates_rendering_invalid_values_fail_every_check() {
-        let vars = variables(
-            &[("sql_url", None)],
-            &[("sql_url", "mysql://root@127.0.0.1:3306/test")],
-        );
+        let vars = variables(&[("sql_url", None)], &[("sql_url", "mysql://root@127.0.0.1:3306/test")]);
         let hosts = resolve(&["{{ sql_url }}", "redis://127.0.0.1"], &vars).unwrap();
         let Err(Denied::CheckFailed(text)) = hosts.permit("redis://127.0.0.1", "redis") else {
             panic!("expected the check to fail");
@@ -852,22 +722,13 @@ mod tests {
         let hosts = resolve(&["postgres://{{ pg_host }}:5432"], &vars).unwrap();
         assert!(allows(&hosts, "127.0.0.1:5432", "postgres"));
         let unknown = resolve(&["postgres://{{ nope }}"], &variables(&[], &[])).unwrap();
-        assert!(matches!(
-            unknown.permit("127.0.0.1", "postgres"),
-            Err(Denied::CheckFailed(_))
-        ));
+        assert!(matches!(unknown.permit("127.0.0.1", "postgres"), Err(Denied::CheckFailed(_))));
     }
 
     #[test]
     fn userinfo_encoding() {
-        assert_eq!(
-            encode_userinfo("mysql://a:b#c@h/d"),
-            "mysql://a%3Ab%23c@h/d"
-        );
-        assert_eq!(
-            encode_userinfo("https://h/file@1.json"),
-            "https://h/file@1.json"
-        );
+        assert_eq!(encode_userinfo("mysql://a:b#c@h/d"), "mysql://a%3Ab%23c@h/d");
+        assert_eq!(encode_userinfo("https://h/file@1.json"), "https://h/file@1.json");
         assert_eq!(encode_userinfo("u:p@h"), "u%3Ap@h");
         assert_eq!(encode_userinfo("a@b://h"), "a@b://h");
     }
@@ -878,20 +739,12 @@ mod tests {
         assert_eq!(net.address, "192.168.1.0".parse::<IpAddr>().unwrap());
         assert!(net.contains("192.168.1.200".parse().unwrap()));
         assert!(!net.contains("192.168.2.1".parse().unwrap()));
-        assert!(
-            IpNetwork::parse("0.0.0.0/0")
-                .unwrap()
-                .contains("8.8.8.8".parse().unwrap())
-        );
+        assert!(IpNetwork::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
         assert!(IpNetwork::parse("10.0.0.1/33").is_none());
         assert!(IpNetwork::parse("10.0.0.1").is_none());
         let v6 = IpNetwork::parse("2001:db8::/32").unwrap();
         assert!(v6.contains("2001:db8:abcd::1".parse().unwrap()));
         assert!(!v6.contains("10.0.0.1".parse().unwrap()));
-        assert!(
-            IpNetwork::parse("::1/128")
-                .unwrap()
-                .contains("::1".parse().unwrap())
-        );
+        assert!(IpNetwork::parse("::1/128").unwrap().contains("::1".parse().unwrap()));
     }
 }

@@ -23,8 +23,8 @@
 mod types;
 
 use crate::bindings::spin::postgres::postgres::{
-    self as wit, Column, DbError, Error as PgError, HostConnectionBuilderWithStore,
-    HostConnectionWithStore, ParameterValue, QueryError, Row, RowSet,
+    self as wit, Column, DbError, Error as PgError, HostConnectionBuilderWithStore, HostConnectionWithStore,
+    ParameterValue, QueryError, Row, RowSet,
 };
 use crate::capability::{CapabilityHost, CapabilityView};
 use crate::outbound::{AllowedHosts, Denied};
@@ -106,21 +106,12 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
 /// The synchronous `connection-builder` functions.
 impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
     fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
-        self.push(PgConnectionBuilder {
-            address,
-            ca_root: None,
-        })
+        self.push(PgConnectionBuilder { address, ca_root: None })
     }
 
-    fn set_ca_root(
-        &mut self,
-        builder: Resource<PgConnectionBuilder>,
-        certificate: String,
-    ) -> Reply<()> {
+    fn set_ca_root(&mut self, builder: Resource<PgConnectionBuilder>, certificate: String) -> Reply<()> {
         if let Err(reason) = check_certificate(&certificate) {
-            return Ok(Err(PgError::Other(format!(
-                "invalid root certificate: {reason}"
-            ))));
+            return Ok(Err(PgError::Other(format!("invalid root certificate: {reason}"))));
         }
         let Ok(held) = self.table.get_mut(&builder) else {
             return Ok(Err(no_builder()));
@@ -129,10 +120,7 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
         Ok(Ok(()))
     }
 
-    async fn build(
-        &mut self,
-        builder: Resource<PgConnectionBuilder>,
-    ) -> Reply<Resource<PgConnection>> {
+    async fn build(&mut self, builder: Resource<PgConnectionBuilder>) -> Reply<Resource<PgConnection>> {
         let Some(address) = self.read(&builder, |held| held.address.clone()) else {
             return Ok(Err(no_builder()));
         };
@@ -141,14 +129,8 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
 }
 
 impl<T> HostConnectionWithStore<T> for PgHost {
-    async fn open_async(
-        accessor: &Accessor<T, Self>,
-        address: String,
-    ) -> Reply<Resource<PgConnection>> {
-        Self::open_resource(accessor, |ctx| async move {
-            connect(&address, &ctx.allowed_hosts).await
-        })
-        .await
+    async fn open_async(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<PgConnection>> {
+        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx.allowed_hosts).await }).await
     }
 
     async fn query_async(
@@ -164,10 +146,7 @@ impl<T> HostConnectionWithStore<T> for PgHost {
             Ok(prepared) => prepared,
             Err(e) => return Ok(Err(e)),
         };
-        sql::stream_query(accessor, move |columns, rows| {
-            stream_rows(client, statement, params, columns, rows)
-        })
-        .await
+        sql::stream_query(accessor, move |columns, rows| stream_rows(client, statement, params, columns, rows)).await
     }
 
     async fn execute_async(
@@ -183,10 +162,7 @@ impl<T> HostConnectionWithStore<T> for PgHost {
         Ok(execute(&client, &statement, &params).await)
     }
 
-    async fn drop(
-        accessor: &Accessor<T, Self>,
-        rep: Resource<PgConnection>,
-    ) -> wasmtime::Result<()> {
+    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnection>) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 }
@@ -202,10 +178,7 @@ impl<T> HostConnectionBuilderWithStore<T> for PgHost {
         }
     }
 
-    async fn drop(
-        accessor: &Accessor<T, Self>,
-        rep: Resource<PgConnectionBuilder>,
-    ) -> wasmtime::Result<()> {
+    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 }
@@ -227,50 +200,37 @@ fn no_builder() -> PgError {
 /// Checks every host of `address` against `allowed_hosts` and connects.
 async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<PgConnection, PgError> {
     let config = permitted_config(address, allowed_hosts)?;
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| PgError::ConnectionFailed(format!("{:#}", anyhow::Error::from(e))))?;
+    let (client, connection) =
+        config.connect(NoTls).await.map_err(|e| PgError::ConnectionFailed(format!("{:#}", anyhow::Error::from(e))))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             eprintln!("unread-host: a postgres connection failed: {e}");
         }
     });
-    Ok(PgConnection {
-        client: Arc::new(client),
-    })
+    Ok(PgConnection { client: Arc::new(client) })
 }
 
 /// Parses `address` and checks each of its TCP hosts (with the port at the
 /// same position, or the only port) against `allowed_hosts`, as Spin does.
 fn permitted_config(address: &str, allowed_hosts: &AllowedHosts) -> Result<Config, PgError> {
-    let config: Config = address
-        .parse()
-        .map_err(|e: tokio_postgres::Error| PgError::ConnectionFailed(e.to_string()))?;
+    let config: Config =
+        address.parse().map_err(|e: tokio_postgres::Error| PgError::ConnectionFailed(e.to_string()))?;
     let ports = config.get_ports();
     for (i, host) in config.get_hosts().iter().enumerate() {
         let Host::Tcp(name) = host else {
-            return Err(PgError::ConnectionFailed(
-                "Unix sockets are not supported on WebAssembly".to_owned(),
-            ));
+            return Err(PgError::ConnectionFailed("Unix sockets are not supported on WebAssembly".to_owned()));
         };
-        let port = ports.get(i).or(if ports.len() == 1 {
-            ports.first()
-        } else {
-            None
-        });
+        let port = ports.get(i).or(if ports.len() == 1 { ports.first() } else { None });
         let destination = match port {
             Some(port) => format!("{name}:{port}"),
             None => name.clone(),
         };
-        allowed_hosts
-            .permit(&destination, "postgres")
-            .map_err(|denied| match denied {
-                Denied::NotAllowed => PgError::ConnectionFailed(format!(
-                    "address postgres://{destination} is not permitted"
-                )),
-                Denied::CheckFailed(reason) => PgError::Other(reason),
-            })?;
+        allowed_hosts.permit(&destination, "postgres").map_err(|denied| match denied {
+            Denied::NotAllowed => {
+                PgError::ConnectionFailed(format!("address postgres://{destination} is not permitted"))
+            }
+            Denied::CheckFailed(reason) => PgError::Other(reason),
+        })?;
     }
     Ok(config)
 }
@@ -293,10 +253,7 @@ async fn stream_rows(
     columns_out: oneshot::Sender<Vec<Column>>,
     rows: RowSender<Row>,
 ) -> Result<(), PgError> {
-    let results = client
-        .query_raw(statement.as_str(), params)
-        .await
-        .map_err(query_failed)?;
+    let results = client.query_raw(statement.as_str(), params).await.map_err(query_failed)?;
     let mut results = std::pin::pin!(results);
     let mut columns_out = Some(columns_out);
     loop {
@@ -318,9 +275,7 @@ async fn stream_rows(
         if values.iter().map(types::value_size).sum::<usize>() > MAX_RESULT_BYTES {
             return Err(text_error(sql::too_large_message()));
         }
-        rows.send(values)
-            .await
-            .map_err(|closed| text_error(format!("async error: {closed}")))?;
+        rows.send(values).await.map_err(|closed| text_error(format!("async error: {closed}")))?;
     }
 }
 
@@ -332,35 +287,17 @@ fn send_columns(out: &mut Option<oneshot::Sender<Vec<Column>>>, columns: Vec<Col
 }
 
 /// Runs `statement`, returning the count of affected rows.
-async fn execute(
-    client: &Client,
-    statement: &str,
-    params: &[ParameterValue],
-) -> Result<u64, PgError> {
-    let params = types::to_sql_params(params)
-        .map_err(|e| PgError::ValueConversionFailed(format!("{e:#}")))?;
-    client
-        .execute_raw(statement, params)
-        .await
-        .map_err(query_failed)
+async fn execute(client: &Client, statement: &str, params: &[ParameterValue]) -> Result<u64, PgError> {
+    let params = types::to_sql_params(params).map_err(|e| PgError::ValueConversionFailed(format!("{e:#}")))?;
+    client.execute_raw(statement, params).await.map_err(query_failed)
 }
 
 /// Every row of `statement`, within [`MAX_RESULT_BYTES`]: the synchronous `query`.
-async fn collect_rows(
-    client: &Client,
-    statement: &str,
-    params: &[ParameterValue],
-) -> Result<RowSet, PgError> {
+async fn collect_rows(client: &Client, statement: &str, params: &[ParameterValue]) -> Result<RowSet, PgError> {
     let params = query_params(params)?;
-    let results = client
-        .query_raw(statement, params)
-        .await
-        .map_err(query_failed)?;
+    let results = client.query_raw(statement, params).await.map_err(query_failed)?;
     let mut results = std::pin::pin!(results);
-    let mut set = RowSet {
-        columns: Vec::new(),
-        rows: Vec::new(),
-    };
+    let mut set = RowSet { columns: Vec::new(), rows: Vec::new() };
     let mut budget = ByteBudget::default();
     while let Some(row) = results.next().await {
         // As in Spin, an error while reading the rows is only text here.
@@ -369,9 +306,7 @@ async fn collect_rows(
             set.columns = types::columns(&row);
         }
         let values = row_values(&row)?;
-        budget
-            .charge(values.iter().map(types::value_size).sum())
-            .map_err(text_error)?;
+        budget.charge(values.iter().map(types::value_size).sum()).map_err(text_error)?;
         set.rows.push(values);
     }
     Ok(set)
@@ -447,10 +382,7 @@ mod tests {
     fn refusal(address: &str, hosts: &AllowedHosts) -> String {
         match permitted_config(address, hosts) {
             Err(PgError::ConnectionFailed(text)) => text,
-            other => panic!(
-                "expected connection-failed for {address}, got {:?}",
-                other.map(|_| ())
-            ),
+            other => panic!("expected connection-failed for {address}, got {:?}", other.map(|_| ())),
         }
     }
 
@@ -467,10 +399,7 @@ mod tests {
         ] {
             assert!(permitted_config(address, &hosts).is_ok(), "{address}");
         }
-        assert_eq!(
-            refusal("host=127.0.0.1 port=5433", &hosts),
-            "address postgres://127.0.0.1:5433 is not permitted"
-        );
+        assert_eq!(refusal("host=127.0.0.1 port=5433", &hosts), "address postgres://127.0.0.1:5433 is not permitted");
         assert_eq!(
             refusal("postgres://127.0.0.1,10.0.0.1/test", &hosts),
             "address postgres://10.0.0.1:5432 is not permitted"
@@ -494,12 +423,8 @@ mod tests {
     #[test]
     fn unresolvable_allowed_hosts_are_other_errors() {
         let vars = crate::variables::AppVariables::default();
-        let hosts = AllowedHosts::resolve("c", &["postgres://{{ nope }}".to_owned()], &vars, &vars)
-            .unwrap();
-        assert!(matches!(
-            permitted_config("host=127.0.0.1", &hosts),
-            Err(PgError::Other(_))
-        ));
+        let hosts = AllowedHosts::resolve("c", &["postgres://{{ nope }}".to_owned()], &vars, &vars).unwrap();
+        assert!(matches!(permitted_config("host=127.0.0.1", &hosts), Err(PgError::Other(_))));
     }
 
     fn debug<D: std::fmt::Debug>(value: D) -> String {
@@ -509,8 +434,7 @@ mod tests {
     /// The server for the live tests: `UNREAD_TEST_POSTGRES`, or PostgreSQL on
     /// 127.0.0.1:5432 as `postgres` (trust authentication), database `test`.
     fn test_server() -> String {
-        std::env::var("UNREAD_TEST_POSTGRES")
-            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
+        std::env::var("UNREAD_TEST_POSTGRES").unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
     }
 
     /// A client of [`test_server`], or `None` (the test is skipped) if there is none.
@@ -534,19 +458,9 @@ mod tests {
         let params = query_params(params)?;
         let (columns_tx, columns_rx) = oneshot::channel();
         let (sender, mut receiver) = sql::test_channel(64);
-        let outcome = stream_rows(
-            client.clone(),
-            statement.to_owned(),
-            params,
-            columns_tx,
-            sender,
-        )
-        .await;
+        let outcome = stream_rows(client.clone(), statement.to_owned(), params, columns_tx, sender).await;
         let columns = columns_rx.await.unwrap_or_default();
-        let columns = columns
-            .iter()
-            .map(|c| format!("{}:{:?}", c.name, c.data_type))
-            .collect();
+        let columns = columns.iter().map(|c| format!("{}:{:?}", c.name, c.data_type)).collect();
         let mut rows = Vec::new();
         while let Ok(row) = receiver.try_recv() {
             rows.push(debug(row));
@@ -563,8 +477,7 @@ mod tests {
         let create = "CREATE TEMPORARY TABLE probe (id int4, small int2, big int8, f4 float4, f8 float8, \
                       b bool, t text, bin bytea, jb jsonb, js json, ts timestamp, tstz timestamptz, n numeric)";
         execute(&client, create, &[]).await.unwrap();
-        let insert =
-            "INSERT INTO probe VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        let insert = "INSERT INTO probe VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         let values = [
             ParameterValue::Int32(1),
             ParameterValue::Int16(i16::MIN),
@@ -585,8 +498,7 @@ mod tests {
         nulls.extend(std::iter::repeat_n(ParameterValue::DbNull, 12));
         assert_eq!(execute(&client, insert, &nulls).await.unwrap(), 1);
 
-        let select =
-            "SELECT id, small, big, f4, f8, b, t, bin, jb, js, ts, n FROM probe ORDER BY id";
+        let select = "SELECT id, small, big, f4, f8, b, t, bin, jb, js, ts, n FROM probe ORDER BY id";
         let (columns, rows, outcome) = query(&client, select, &[]).await.unwrap();
         outcome.unwrap();
         assert_eq!(
@@ -612,31 +524,17 @@ mod tests {
                 DbValue::Decimal("12.50".into()),
             ])
         );
-        assert_eq!(
-            rows[1],
-            debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 11]].concat())
-        );
+        assert_eq!(rows[1], debug([&[DbValue::Int32(2)][..], &vec![DbValue::DbNull; 11]].concat()));
 
         // As in Spin, timestamptz cannot be read, not even as NULL; a cast can.
-        let (_, rows, outcome) = query(&client, "SELECT tstz FROM probe WHERE id = 2", &[])
-            .await
-            .unwrap();
-        assert!(
-            rows.is_empty() && matches!(outcome, Err(PgError::QueryFailed(QueryError::Text(_))))
-        );
+        let (_, rows, outcome) = query(&client, "SELECT tstz FROM probe WHERE id = 2", &[]).await.unwrap();
+        assert!(rows.is_empty() && matches!(outcome, Err(PgError::QueryFailed(QueryError::Text(_)))));
         let utc = "SELECT tstz AT TIME ZONE 'UTC' FROM probe WHERE id = 1";
         let (_, rows, _) = query(&client, utc, &[]).await.unwrap();
-        assert_eq!(
-            rows,
-            [debug(vec![DbValue::Datetime((
-                2023, 11, 14, 22, 13, 20, 0
-            ))])]
-        );
+        assert_eq!(rows, [debug(vec![DbValue::Datetime((2023, 11, 14, 22, 13, 20, 0))])]);
 
         // An empty result has no columns (they come from the first row).
-        let (columns, rows, outcome) = query(&client, "SELECT id FROM probe WHERE id > 5", &[])
-            .await
-            .unwrap();
+        let (columns, rows, outcome) = query(&client, "SELECT id FROM probe WHERE id > 5", &[]).await.unwrap();
         assert!(columns.is_empty() && rows.is_empty() && outcome.is_ok());
 
         let (_, _, outcome) = query(&client, "SELEC 1", &[]).await.unwrap();
@@ -644,31 +542,19 @@ mod tests {
             panic!("expected a structured error, got {outcome:?}");
         };
         assert_eq!(db.code, "42601");
-        let set = collect_rows(&client, "SELECT count(*) AS n FROM probe", &[])
-            .await
-            .unwrap();
+        let set = collect_rows(&client, "SELECT count(*) AS n FROM probe", &[]).await.unwrap();
         assert_eq!(debug(&set.rows), debug(vec![vec![DbValue::Int64(2)]]));
         assert!(matches!(
-            query(
-                &client,
-                "SELECT $1::uuid",
-                &[ParameterValue::Uuid("nope".into())]
-            )
-            .await,
+            query(&client, "SELECT $1::uuid", &[ParameterValue::Uuid("nope".into())]).await,
             Err(PgError::BadParameter(_))
         ));
     }
 
     #[test]
     fn certificates_need_pem_form() {
-        assert!(
-            check_certificate("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
-                .is_ok()
-        );
+        assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").is_ok());
         assert!(check_certificate("MIIB").is_err());
-        assert!(
-            check_certificate("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----").is_err()
-        );
+        assert!(check_certificate("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----").is_err());
         assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB").is_err());
     }
 }

@@ -35,10 +35,7 @@ impl RedisCounters {
 
     /// `(opens, commands)` so far.
     pub fn snapshot(&self) -> (u64, u64) {
-        (
-            self.opens.load(Ordering::Relaxed),
-            self.commands.load(Ordering::Relaxed),
-        )
+        (self.opens.load(Ordering::Relaxed), self.commands.load(Ordering::Relaxed))
     }
 }
 
@@ -97,21 +94,13 @@ impl RedisHost {
 }
 
 /// Opens a fresh connection to `address`, after checking it against `allowed_hosts`.
-async fn open_connection(
-    address: &str,
-    allowed_hosts: &AllowedHosts,
-) -> Result<RedisConnection, RedisError> {
-    allowed_hosts
-        .permit(address, "redis")
-        .map_err(|denied| match denied {
-            Denied::NotAllowed => RedisError::InvalidAddress,
-            Denied::CheckFailed(reason) => RedisError::Other(reason),
-        })?;
+async fn open_connection(address: &str, allowed_hosts: &AllowedHosts) -> Result<RedisConnection, RedisError> {
+    allowed_hosts.permit(address, "redis").map_err(|denied| match denied {
+        Denied::NotAllowed => RedisError::InvalidAddress,
+        Denied::CheckFailed(reason) => RedisError::Other(reason),
+    })?;
     let client = redis::Client::open(address).map_err(|_| RedisError::InvalidAddress)?;
-    let conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(other)?;
+    let conn = client.get_multiplexed_async_connection().await.map_err(other)?;
     Ok(RedisConnection { conn })
 }
 
@@ -121,17 +110,11 @@ fn other(error: redis::RedisError) -> RedisError {
 }
 
 impl<T> HostConnectionWithStore<T> for RedisHost {
-    async fn drop(
-        accessor: &Accessor<T, Self>,
-        rep: Resource<RedisConnection>,
-    ) -> wasmtime::Result<()> {
+    async fn drop(accessor: &Accessor<T, Self>, rep: Resource<RedisConnection>) -> wasmtime::Result<()> {
         Self::delete(accessor, rep)
     }
 
-    async fn open(
-        accessor: &Accessor<T, Self>,
-        address: String,
-    ) -> Reply<Resource<RedisConnection>> {
+    async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<RedisConnection>> {
         Self::open_resource(accessor, |ctx| async move {
             ctx.counters.count_open();
             open_connection(&address, &ctx.allowed_hosts).await
@@ -146,9 +129,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         payload: Payload,
     ) -> Reply<()> {
         Self::run(accessor, connection, async move |mut conn| {
-            conn.publish::<_, _, ()>(channel, payload)
-                .await
-                .map_err(other)
+            conn.publish::<_, _, ()>(channel, payload).await.map_err(other)
         })
         .await
     }
@@ -158,10 +139,8 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> Reply<Option<Payload>> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other)
-        })
-        .await
+        Self::run(accessor, connection, async move |mut conn| conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other))
+            .await
     }
 
     async fn set(
@@ -170,32 +149,16 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         key: String,
         value: Payload,
     ) -> Reply<()> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.set::<_, _, ()>(key, value).await.map_err(other)
-        })
-        .await
+        Self::run(accessor, connection, async move |mut conn| conn.set::<_, _, ()>(key, value).await.map_err(other))
+            .await
     }
 
-    async fn incr(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        key: String,
-    ) -> Reply<i64> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.incr::<_, _, i64>(key, 1).await.map_err(other)
-        })
-        .await
+    async fn incr(accessor: &Accessor<T, Self>, connection: Resource<RedisConnection>, key: String) -> Reply<i64> {
+        Self::run(accessor, connection, async move |mut conn| conn.incr::<_, _, i64>(key, 1).await.map_err(other)).await
     }
 
-    async fn del(
-        accessor: &Accessor<T, Self>,
-        connection: Resource<RedisConnection>,
-        keys: Vec<String>,
-    ) -> Reply<u32> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.del::<_, u32>(keys).await.map_err(other)
-        })
-        .await
+    async fn del(accessor: &Accessor<T, Self>, connection: Resource<RedisConnection>, keys: Vec<String>) -> Reply<u32> {
+        Self::run(accessor, connection, async move |mut conn| conn.del::<_, u32>(keys).await.map_err(other)).await
     }
 
     async fn sadd(
@@ -205,9 +168,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         values: Vec<String>,
     ) -> Reply<u32> {
         Self::run(accessor, connection, async move |mut conn| {
-            conn.sadd::<_, _, u32>(key, values)
-                .await
-                .map_err(type_error_or_other)
+            conn.sadd::<_, _, u32>(key, values).await.map_err(type_error_or_other)
         })
         .await
     }
@@ -217,10 +178,8 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> Reply<Vec<String>> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.smembers::<_, Vec<String>>(key).await.map_err(other)
-        })
-        .await
+        Self::run(accessor, connection, async move |mut conn| conn.smembers::<_, Vec<String>>(key).await.map_err(other))
+            .await
     }
 
     async fn srem(
@@ -229,10 +188,8 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         key: String,
         values: Vec<String>,
     ) -> Reply<u32> {
-        Self::run(accessor, connection, async move |mut conn| {
-            conn.srem::<_, _, u32>(key, values).await.map_err(other)
-        })
-        .await
+        Self::run(accessor, connection, async move |mut conn| conn.srem::<_, _, u32>(key, values).await.map_err(other))
+            .await
     }
 
     async fn execute(
@@ -242,10 +199,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         arguments: Vec<RedisParameter>,
     ) -> Reply<Vec<RedisResult>> {
         Self::run(accessor, connection, async move |mut conn| {
-            let reply: Value = build_command(&command, arguments)
-                .query_async(&mut conn)
-                .await
-                .map_err(other)?;
+            let reply: Value = build_command(&command, arguments).query_async(&mut conn).await.map_err(other)?;
             flatten_reply(reply).map_err(RedisError::Other)
         })
         .await
@@ -254,11 +208,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
 
 /// `sadd` reports a wrong-type key as `type-error`, like Spin.
 fn type_error_or_other(error: redis::RedisError) -> RedisError {
-    if error.kind() == redis::ErrorKind::TypeError {
-        RedisError::TypeError
-    } else {
-        other(error)
-    }
+    if error.kind() == redis::ErrorKind::TypeError { RedisError::TypeError } else { other(error) }
 }
 
 /// The redis command for `execute`: int64 arguments as integers, binary as bulk strings.
@@ -343,33 +293,18 @@ mod tests {
         assert!(same(&flat(Value::Nil), &[RedisResult::Nil]));
         assert!(same(&flat(Value::Int(-3)), &[RedisResult::Int64(-3)]));
         assert!(same(&flat(bulk("x")), &[binary("x")]));
-        assert!(same(
-            &flat(Value::Okay),
-            &[RedisResult::Status("OK".into())]
-        ));
-        assert!(same(
-            &flat(Value::SimpleString("PONG".into())),
-            &[RedisResult::Status("PONG".into())]
-        ));
+        assert!(same(&flat(Value::Okay), &[RedisResult::Status("OK".into())]));
+        assert!(same(&flat(Value::SimpleString("PONG".into())), &[RedisResult::Status("PONG".into())]));
     }
 
     #[test]
     fn nested_arrays_flatten_depth_first() {
         let reply = Value::Array(vec![
             bulk("a"),
-            Value::Array(vec![
-                Value::Int(1),
-                Value::Array(vec![Value::Nil, bulk("b")]),
-            ]),
+            Value::Array(vec![Value::Int(1), Value::Array(vec![Value::Nil, bulk("b")])]),
             Value::Int(2),
         ]);
-        let expected = [
-            binary("a"),
-            RedisResult::Int64(1),
-            RedisResult::Nil,
-            binary("b"),
-            RedisResult::Int64(2),
-        ];
+        let expected = [binary("a"), RedisResult::Int64(1), RedisResult::Nil, binary("b"), RedisResult::Int64(2)];
         assert!(same(&flat(reply), &expected));
     }
 
@@ -380,16 +315,8 @@ mod tests {
 
     #[test]
     fn sets_and_maps_flatten() {
-        let reply = Value::Map(vec![
-            (bulk("k1"), Value::Int(1)),
-            (bulk("k2"), Value::Set(vec![bulk("m")])),
-        ]);
-        let expected = [
-            binary("k1"),
-            RedisResult::Int64(1),
-            binary("k2"),
-            binary("m"),
-        ];
+        let reply = Value::Map(vec![(bulk("k1"), Value::Int(1)), (bulk("k2"), Value::Set(vec![bulk("m")]))]);
+        let expected = [binary("k1"), RedisResult::Int64(1), binary("k2"), binary("m")];
         assert!(same(&flat(reply), &expected));
     }
 
@@ -397,22 +324,15 @@ mod tests {
     fn other_types_become_their_text() {
         assert!(same(&flat(Value::Double(1.5)), &[binary("1.5")]));
         assert!(same(&flat(Value::Boolean(true)), &[binary("true")]));
-        let verbatim = Value::VerbatimString {
-            format: redis::VerbatimFormat::Text,
-            text: "hi".into(),
-        };
+        let verbatim = Value::VerbatimString { format: redis::VerbatimFormat::Text, text: "hi".into() };
         assert!(same(&flat(verbatim), &[binary("hi")]));
     }
 
     #[test]
     fn nested_server_errors_fail_the_call() {
-        let reply =
-            redis::parse_redis_value(b"*2\r\n:1\r\n-NOSCRIPT No matching script\r\n").unwrap();
+        let reply = redis::parse_redis_value(b"*2\r\n:1\r\n-NOSCRIPT No matching script\r\n").unwrap();
         let text = flatten_reply(reply).unwrap_err();
-        assert!(
-            text.contains("NoScript") || text.contains("NOSCRIPT"),
-            "{text}"
-        );
+        assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
     }
 
     #[test]
@@ -429,24 +349,13 @@ mod tests {
             "An error was signalled by the server",
             "No matching script. Please use EVAL.".to_owned(),
         ));
-        let RedisError::Other(text) = other(error) else {
-            panic!("not other")
-        };
-        assert!(
-            text.contains("NoScript") || text.contains("NOSCRIPT"),
-            "{text}"
-        );
+        let RedisError::Other(text) = other(error) else { panic!("not other") };
+        assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
     }
 
     #[test]
     fn execute_arguments_keep_their_types() {
-        let cmd = build_command(
-            "SET",
-            vec![
-                RedisParameter::Binary(b"k".to_vec()),
-                RedisParameter::Int64(42),
-            ],
-        );
+        let cmd = build_command("SET", vec![RedisParameter::Binary(b"k".to_vec()), RedisParameter::Int64(42)]);
         let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
         assert_eq!(packed, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\n42\r\n");
     }

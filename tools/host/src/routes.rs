@@ -42,11 +42,7 @@ pub struct RouteMatch<'a> {
 impl Route {
     /// Parses a manifest route for `component`.
     pub fn parse(raw: &str, component: &str) -> Result<Route> {
-        let absolute = if raw.starts_with('/') {
-            raw.to_owned()
-        } else {
-            format!("/{raw}")
-        };
+        let absolute = if raw.starts_with('/') { raw.to_owned() } else { format!("/{raw}") };
         let (prefix, wildcard) = match absolute.strip_suffix("/...") {
             Some(prefix) => (prefix.to_owned(), true),
             None => (absolute.clone(), false),
@@ -65,15 +61,8 @@ impl Route {
     /// The route with the application base (always `/`) applied: Spin's "based route",
     /// sent as `spin-matched-route`.
     pub fn based(&self) -> String {
-        let absolute = if self.raw.starts_with('/') {
-            self.raw.clone()
-        } else {
-            format!("/{}", self.raw)
-        };
-        absolute
-            .strip_suffix('/')
-            .map(str::to_owned)
-            .unwrap_or(absolute)
+        let absolute = if self.raw.starts_with('/') { self.raw.clone() } else { format!("/{}", self.raw) };
+        absolute.strip_suffix('/').map(str::to_owned).unwrap_or(absolute)
     }
 
     /// The raw route without a trailing `/...` (`spin-component-route`).
@@ -88,18 +77,12 @@ impl Route {
         }
         self.pattern.is_empty()
             || trimmed_path == self.pattern
-            || trimmed_path
-                .strip_prefix(&self.pattern)
-                .is_some_and(|rest| rest.starts_with('/'))
+            || trimmed_path.strip_prefix(&self.pattern).is_some_and(|rest| rest.starts_with('/'))
     }
 
     /// How specific the route is: exact routes first, then longer prefixes.
     fn specificity(&self) -> (bool, usize) {
-        let segments = if self.pattern.is_empty() {
-            0
-        } else {
-            self.pattern.split('/').count()
-        };
+        let segments = if self.pattern.is_empty() { 0 } else { self.pattern.split('/').count() };
         (!self.wildcard, segments)
     }
 
@@ -149,15 +132,9 @@ impl Router {
     /// The best route for `path` (no query), or `None`.
     pub fn route(&self, path: &str) -> Option<RouteMatch<'_>> {
         let trimmed = path.trim_matches('/');
-        let route = self
-            .routes
-            .iter()
-            .filter(|route| route.matches(trimmed))
-            .max_by_key(|route| route.specificity())?;
-        Some(RouteMatch {
-            route,
-            path_info: route.path_info(path),
-        })
+        let route =
+            self.routes.iter().filter(|route| route.matches(trimmed)).max_by_key(|route| route.specificity())?;
+        Some(RouteMatch { route, path_info: route.path_info(path) })
     }
 }
 
@@ -255,20 +232,11 @@ mod tests {
     #[test]
     fn route_header_values() {
         let wild = Route::parse("/...", "c").unwrap();
-        assert_eq!(
-            (wild.based(), wild.raw_or_prefix()),
-            ("/...".to_owned(), "")
-        );
+        assert_eq!((wild.based(), wild.raw_or_prefix()), ("/...".to_owned(), ""));
         let prefix = Route::parse("/api/...", "c").unwrap();
-        assert_eq!(
-            (prefix.based(), prefix.raw_or_prefix()),
-            ("/api/...".to_owned(), "/api")
-        );
+        assert_eq!((prefix.based(), prefix.raw_or_prefix()), ("/api/...".to_owned(), "/api"));
         let exact = Route::parse("/v1/touch", "c").unwrap();
-        assert_eq!(
-            (exact.based(), exact.raw_or_prefix()),
-            ("/v1/touch".to_owned(), "/v1/touch")
-        );
+        assert_eq!((exact.based(), exact.raw_or_prefix()), ("/v1/touch".to_owned(), "/v1/touch"));
     }
 
     #[test]
@@ -280,10 +248,7 @@ mod tests {
 
     #[test]
     fn private_routes_are_not_routable() {
-        let triggers = vec![HttpTrigger {
-            route: RouteDecl::Private { private: true },
-            component: "p".into(),
-        }];
+        let triggers = vec![HttpTrigger { route: RouteDecl::Private { private: true }, component: "p".into() }];
         assert!(Router::new(&triggers).unwrap().route("/").is_none());
     }
 
@@ -297,11 +262,7 @@ mod tests {
                 continue;
             };
             if !route.ends_with("/...") {
-                assert_eq!(
-                    component_for(&r, route),
-                    Some(trigger.component.as_str()),
-                    "{route}"
-                );
+                assert_eq!(component_for(&r, route), Some(trigger.component.as_str()), "{route}");
             }
         }
     }

@@ -65,11 +65,7 @@ async fn serve_connection(stream: TcpStream, client: SocketAddr, app: Arc<App>) 
 }
 
 /// Answers one request: Spin's well-known endpoints, a component, or 404.
-pub async fn handle_request(
-    app: &App,
-    request: Request<Incoming>,
-    client: SocketAddr,
-) -> Response<WasiBody> {
+pub async fn handle_request(app: &App, request: Request<Incoming>, client: SocketAddr) -> Response<WasiBody> {
     let path = request.uri().path().to_owned();
     if let Some(endpoint) = path.strip_prefix(WELL_KNOWN_PREFIX) {
         return well_known(app, endpoint);
@@ -78,10 +74,7 @@ pub async fn handle_request(
         return empty_response(StatusCode::NOT_FOUND);
     };
     let Some(handler) = app.handlers.get(&route.route.component) else {
-        eprintln!(
-            "unread-host: no handler for component `{}`",
-            route.route.component
-        );
+        eprintln!("unread-host: no handler for component `{}`", route.route.component);
         return empty_response(StatusCode::INTERNAL_SERVER_ERROR);
     };
     if let Some(name) = non_utf8_header(request.headers()) {
@@ -99,10 +92,7 @@ pub async fn handle_request(
     match handler.handle((), request).await {
         Ok(response) => response,
         Err(e) => {
-            eprintln!(
-                "unread-host: component `{}` failed: {e:?}",
-                route.route.component
-            );
+            eprintln!("unread-host: component `{}` failed: {e:?}", route.route.component);
             empty_response(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
@@ -110,10 +100,7 @@ pub async fn handle_request(
 
 /// The name of the first header whose value is not UTF-8, if any.
 fn non_utf8_header(headers: &http::HeaderMap) -> Option<&HeaderName> {
-    headers
-        .iter()
-        .find(|(_, value)| std::str::from_utf8(value.as_bytes()).is_err())
-        .map(|(name, _)| name)
+    headers.iter().find(|(_, value)| std::str::from_utf8(value.as_bytes()).is_err()).map(|(name, _)| name)
 }
 
 /// `/.well-known/spin/health` and `/.well-known/spin/info`, as in Spin.
@@ -122,9 +109,7 @@ fn well_known(app: &App, endpoint: &str) -> Response<WasiBody> {
         "health" => Response::new(full_body("OK")),
         "info" => {
             let mut response = Response::new(full_body(app.info_json.clone()));
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
         _ => empty_response(StatusCode::NOT_FOUND),
@@ -141,11 +126,7 @@ fn prepare_request(
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(CONNECTION);
     let authority = request_authority(&parts.uri, &parts.headers)?;
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_owned();
+    let path_and_query = parts.uri.path_and_query().map_or("/", |pq| pq.as_str()).to_owned();
     let full_url = format!("http://{authority}{path_and_query}");
     parts.uri = Uri::builder()
         .scheme(Scheme::HTTP)
@@ -154,8 +135,7 @@ fn prepare_request(
         .build()
         .context("cannot build the request URI")?;
     for (name, value) in spin_headers(route, &full_url, client) {
-        let value =
-            HeaderValue::from_str(&value).with_context(|| format!("invalid value for {name}"))?;
+        let value = HeaderValue::from_str(&value).with_context(|| format!("invalid value for {name}"))?;
         parts.headers.append(HeaderName::from_static(name), value);
     }
     let body = body.map_err(wasmtime_wasi_http::Error::from).boxed_unsync();
@@ -168,8 +148,7 @@ fn request_authority(uri: &Uri, headers: &http::HeaderMap) -> Result<Authority> 
         .get(HOST)
         .map(|host| -> Result<Authority> {
             let host = host.to_str().context("'Host' header is not valid UTF-8")?;
-            host.parse()
-                .context("'Host' header is not a valid authority")
+            host.parse().context("'Host' header is not a valid authority")
         })
         .transpose()?;
     match (from_header, uri.authority()) {
@@ -183,40 +162,27 @@ fn request_authority(uri: &Uri, headers: &http::HeaderMap) -> Result<Authority> 
 }
 
 /// Spin's informational request headers for a matched route.
-fn spin_headers(
-    route: &RouteMatch<'_>,
-    full_url: &str,
-    client: SocketAddr,
-) -> Vec<(&'static str, String)> {
+fn spin_headers(route: &RouteMatch<'_>, full_url: &str, client: SocketAddr) -> Vec<(&'static str, String)> {
     vec![
         ("spin-path-info", route.path_info.clone()),
         ("spin-full-url", full_url.to_owned()),
         ("spin-matched-route", route.route.based()),
         ("spin-base-path", "/".to_owned()),
         ("spin-raw-component-route", route.route.raw.clone()),
-        (
-            "spin-component-route",
-            route.route.raw_or_prefix().to_owned(),
-        ),
+        ("spin-component-route", route.route.raw_or_prefix().to_owned()),
         ("spin-client-addr", client.to_string()),
     ]
 }
 
 /// A response with only a status (Spin's plain 404 and 500).
 fn empty_response(status: StatusCode) -> Response<WasiBody> {
-    let mut response = Response::new(
-        Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
+    let mut response = Response::new(Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync());
     *response.status_mut() = status;
     response
 }
 
 fn full_body(text: impl Into<Bytes>) -> WasiBody {
-    Full::new(text.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(text.into()).map_err(|never| match never {}).boxed_unsync()
 }
 
 #[cfg(test)]
@@ -227,10 +193,7 @@ mod tests {
     fn router(routes: &[(&str, &str)]) -> Router {
         let triggers: Vec<HttpTrigger> = routes
             .iter()
-            .map(|(r, c)| HttpTrigger {
-                route: RouteDecl::Path(r.to_string()),
-                component: c.to_string(),
-            })
+            .map(|(r, c)| HttpTrigger { route: RouteDecl::Path(r.to_string()), component: c.to_string() })
             .collect();
         Router::new(&triggers).unwrap()
     }
@@ -240,9 +203,7 @@ mod tests {
         let router = router(&[("/static/...", "files")]);
         let m = router.route("/static/a/b").unwrap();
         let client: SocketAddr = "127.0.0.1:4000".parse().unwrap();
-        let headers: HashMap<_, _> = spin_headers(&m, "http://h:1/static/a/b?x=1", client)
-            .into_iter()
-            .collect();
+        let headers: HashMap<_, _> = spin_headers(&m, "http://h:1/static/a/b?x=1", client).into_iter().collect();
         assert_eq!(headers["spin-path-info"], "/a/b");
         assert_eq!(headers["spin-full-url"], "http://h:1/static/a/b?x=1");
         assert_eq!(headers["spin-matched-route"], "/static/...");
@@ -257,9 +218,7 @@ mod tests {
         let router = router(&[("/v1/touch", "touch")]);
         let m = router.route("/v1/touch").unwrap();
         let headers: HashMap<_, _> =
-            spin_headers(&m, "http://h/v1/touch", "127.0.0.1:1".parse().unwrap())
-                .into_iter()
-                .collect();
+            spin_headers(&m, "http://h/v1/touch", "127.0.0.1:1".parse().unwrap()).into_iter().collect();
         assert_eq!(headers["spin-path-info"], "");
         assert_eq!(headers["spin-matched-route"], "/v1/touch");
         assert_eq!(headers["spin-component-route"], "/v1/touch");
@@ -271,10 +230,7 @@ mod tests {
         headers.insert("x-ok", HeaderValue::from_static("fine"));
         assert!(non_utf8_header(&headers).is_none());
         headers.insert("x-bad", HeaderValue::from_bytes(b"\xff\xfe").unwrap());
-        assert_eq!(
-            non_utf8_header(&headers).map(HeaderName::as_str),
-            Some("x-bad")
-        );
+        assert_eq!(non_utf8_header(&headers).map(HeaderName::as_str), Some("x-bad"));
     }
 
     #[test]
@@ -283,10 +239,7 @@ mod tests {
         let relative: Uri = "/x".parse().unwrap();
         assert!(request_authority(&relative, &headers).is_err());
         headers.insert(HOST, HeaderValue::from_static("example.com:3000"));
-        assert_eq!(
-            request_authority(&relative, &headers).unwrap(),
-            "example.com:3000"
-        );
+        assert_eq!(request_authority(&relative, &headers).unwrap(), "example.com:3000");
         let absolute: Uri = "http://other.com/x".parse().unwrap();
         assert!(request_authority(&absolute, &headers).is_err());
         headers.clear();

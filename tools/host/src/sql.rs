@@ -15,8 +15,7 @@ use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot};
 use wasmtime::StoreContextMut;
 use wasmtime::component::{
-    Accessor, Destination, FutureReader, HasData, Lift, Lower, StreamProducer, StreamReader,
-    StreamResult, VecBuffer,
+    Accessor, Destination, FutureReader, HasData, Lift, Lower, StreamProducer, StreamReader, StreamResult, VecBuffer,
 };
 
 /// The most a query may return, as counted by each host: Spin's
@@ -133,9 +132,7 @@ impl<E: OtherError + Send + 'static> Outcome<E> {
 
 /// The result of a query task; a task that panicked is an `other` error.
 async fn finished<E: OtherError>(outcome: oneshot::Receiver<Result<(), E>>) -> Result<(), E> {
-    outcome
-        .await
-        .unwrap_or_else(|_| Err(E::other("the query task ended unexpectedly".to_owned())))
+    outcome.await.unwrap_or_else(|_| Err(E::other("the query task ended unexpectedly".to_owned())))
 }
 
 /// The host end of a `stream<row>`: delivers the rows a query task sends.

@@ -46,10 +46,7 @@ impl StoreState {
     pub fn new(component: &ComponentContext) -> StoreState {
         StoreState {
             table: ResourceTable::new(),
-            wasi: WasiCtxBuilder::new()
-                .inherit_stdout()
-                .inherit_stderr()
-                .build(),
+            wasi: WasiCtxBuilder::new().inherit_stdout().inherit_stderr().build(),
             http: WasiHttpCtx::new(),
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
@@ -62,10 +59,7 @@ impl StoreState {
 
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -77,35 +71,22 @@ impl WasiHttpView for StoreState {
 
 /// The `wasi:http` view of a store.
 pub fn http_view(state: &mut StoreState) -> WasiHttpCtxView<'_> {
-    WasiHttpCtxView {
-        hooks: &mut state.hooks,
-        table: &mut state.table,
-        ctx: &mut state.http,
-    }
+    WasiHttpCtxView { hooks: &mut state.hooks, table: &mut state.table, ctx: &mut state.http }
 }
 
 /// The `spin:redis` view of a store.
 pub fn redis_view(state: &mut StoreState) -> CapabilityView<'_, RedisCtx> {
-    CapabilityView {
-        table: &mut state.table,
-        ctx: &state.redis,
-    }
+    CapabilityView { table: &mut state.table, ctx: &state.redis }
 }
 
 /// The `spin:mysql` view of a store.
 pub fn mysql_view(state: &mut StoreState) -> CapabilityView<'_, MysqlCtx> {
-    CapabilityView {
-        table: &mut state.table,
-        ctx: &state.mysql,
-    }
+    CapabilityView { table: &mut state.table, ctx: &state.mysql }
 }
 
 /// The `spin:postgres` view of a store.
 pub fn postgres_view(state: &mut StoreState) -> CapabilityView<'_, PgCtx> {
-    CapabilityView {
-        table: &mut state.table,
-        ctx: &state.postgres,
-    }
+    CapabilityView { table: &mut state.table, ctx: &state.postgres }
 }
 
 /// The `spin:variables` view of a store.
@@ -130,10 +111,7 @@ impl WasiHttpHooks for DenyOutboundHttp {
                 )>,
             > + Send,
     > {
-        eprintln!(
-            "unread-host: outbound HTTP to {} denied (not in allowed_outbound_hosts)",
-            request.uri()
-        );
+        eprintln!("unread-host: outbound HTTP to {} denied (not in allowed_outbound_hosts)", request.uri());
         Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
     }
 }

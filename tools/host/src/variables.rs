@@ -22,10 +22,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_'))
-    {
+    if let Some(bad) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_')) {
         return Err(format!(
             "invalid character {bad:?}; variable names may contain only lowercase letters, digits and underscores"
         ));
@@ -86,9 +83,7 @@ impl Template {
 
     /// Whether the template has no `{{ variable }}` expressions.
     pub fn is_literal(&self) -> bool {
-        self.parts
-            .iter()
-            .all(|part| matches!(part, TemplatePart::Literal(_)))
+        self.parts.iter().all(|part| matches!(part, TemplatePart::Literal(_)))
     }
 
     /// The names of the variables the template refers to.
@@ -134,11 +129,8 @@ impl AppVariables {
         let mut values = HashMap::new();
         let mut missing = Vec::new();
         for (name, decl) in decls {
-            let value = overrides
-                .get(name)
-                .cloned()
-                .or_else(|| env(&env_var_name(name)))
-                .or_else(|| decl.default.clone());
+            let value =
+                overrides.get(name).cloned().or_else(|| env(&env_var_name(name))).or_else(|| decl.default.clone());
             match value {
                 Some(value) => {
                     values.insert(name.clone(), value);
@@ -148,14 +140,9 @@ impl AppVariables {
             }
         }
         if !missing.is_empty() {
-            let hints: Vec<String> = missing
-                .iter()
-                .map(|name| format!("`{name}` (set {})", env_var_name(name)))
-                .collect();
-            bail!(
-                "required application variable(s) without a value: {}",
-                hints.join(", ")
-            );
+            let hints: Vec<String> =
+                missing.iter().map(|name| format!("`{name}` (set {})", env_var_name(name))).collect();
+            bail!("required application variable(s) without a value: {}", hints.join(", "));
         }
         Ok(AppVariables { values })
     }
@@ -165,10 +152,7 @@ impl AppVariables {
     /// Spin validates templated `allowed_outbound_hosts` entries with these
     /// when it loads the application, before any provider is consulted.
     pub fn defaults_only(decls: &BTreeMap<String, VariableDecl>) -> AppVariables {
-        let values = decls
-            .iter()
-            .filter_map(|(name, decl)| Some((name.clone(), decl.default.clone()?)))
-            .collect();
+        let values = decls.iter().filter_map(|(name, decl)| Some((name.clone(), decl.default.clone()?))).collect();
         AppVariables { values }
     }
 
@@ -210,10 +194,7 @@ impl ComponentVariables {
                 Err(e) => bail!("component `{component}`, variable `{name}`: {e:#}"),
             };
         }
-        Ok(ComponentVariables {
-            component: component.to_owned(),
-            values,
-        })
+        Ok(ComponentVariables { component: component.to_owned(), values })
     }
 
     /// What `spin:variables/variables.get(name)` answers for this component.
@@ -221,9 +202,10 @@ impl ComponentVariables {
         if let Err(reason) = validate_name(name) {
             return Err(VariableError::InvalidName(format!("{name:?}: {reason}")));
         }
-        self.values.get(name).cloned().ok_or_else(|| {
-            VariableError::Undefined(format!("no variable for {:?}.{name:?}", self.component))
-        })
+        self.values
+            .get(name)
+            .cloned()
+            .ok_or_else(|| VariableError::Undefined(format!("no variable for {:?}.{name:?}", self.component)))
     }
 }
 
@@ -237,10 +219,7 @@ impl HasData for VariablesHost {
 impl crate::bindings::spin::variables::variables::Host for &ComponentVariables {}
 
 impl<T> HostWithStore<T> for VariablesHost {
-    async fn get(
-        accessor: &Accessor<T, Self>,
-        name: String,
-    ) -> wasmtime::Result<Result<String, VariableError>> {
+    async fn get(accessor: &Accessor<T, Self>, name: String) -> wasmtime::Result<Result<String, VariableError>> {
         Ok(accessor.with(|mut access| access.get().lookup(&name)))
     }
 }
@@ -253,11 +232,7 @@ mod tests {
         entries
             .iter()
             .map(|(name, default, required)| {
-                let decl = VariableDecl {
-                    default: default.map(str::to_owned),
-                    required: *required,
-                    secret: false,
-                };
+                let decl = VariableDecl { default: default.map(str::to_owned), required: *required, secret: false };
                 (name.to_string(), decl)
             })
             .collect()
@@ -276,39 +251,21 @@ mod tests {
 
     #[test]
     fn invalid_names() {
-        for name in [
-            "",
-            "aX",
-            "1bc",
-            "_x",
-            "x.y",
-            "x_",
-            "a__b",
-            "x-y",
-            "Redis_url",
-            "a b",
-        ] {
+        for name in ["", "aX", "1bc", "_x", "x.y", "x_", "a__b", "x-y", "Redis_url", "a b"] {
             assert!(validate_name(name).is_err(), "{name}");
         }
     }
 
     #[test]
     fn defaults_apply_without_other_providers() {
-        let app =
-            AppVariables::resolve(&decls(&[("a", Some("1"), false)]), &HashMap::new(), no_env)
-                .unwrap();
+        let app = AppVariables::resolve(&decls(&[("a", Some("1"), false)]), &HashMap::new(), no_env).unwrap();
         assert_eq!(app.get("a"), Some("1"));
     }
 
     #[test]
     fn environment_beats_default() {
         let env = |key: &str| (key == "SPIN_VARIABLE_REDIS_URL").then(|| "redis://env".to_owned());
-        let app = AppVariables::resolve(
-            &decls(&[("redis_url", Some("d"), false)]),
-            &HashMap::new(),
-            env,
-        )
-        .unwrap();
+        let app = AppVariables::resolve(&decls(&[("redis_url", Some("d"), false)]), &HashMap::new(), env).unwrap();
         assert_eq!(app.get("redis_url"), Some("redis://env"));
     }
 
@@ -316,39 +273,27 @@ mod tests {
     fn overrides_beat_environment() {
         let env = |_: &str| Some("from-env".to_owned());
         let overrides = HashMap::from([("a".to_owned(), "from-override".to_owned())]);
-        let app =
-            AppVariables::resolve(&decls(&[("a", Some("d"), false)]), &overrides, env).unwrap();
+        let app = AppVariables::resolve(&decls(&[("a", Some("d"), false)]), &overrides, env).unwrap();
         assert_eq!(app.get("a"), Some("from-override"));
     }
 
     #[test]
     fn missing_required_variables_are_all_named() {
         let decls = decls(&[("jwt_secret", None, true), ("service_token", None, true)]);
-        let err = AppVariables::resolve(&decls, &HashMap::new(), no_env)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("jwt_secret") && err.contains("SPIN_VARIABLE_JWT_SECRET"),
-            "{err}"
-        );
+        let err = AppVariables::resolve(&decls, &HashMap::new(), no_env).unwrap_err().to_string();
+        assert!(err.contains("jwt_secret") && err.contains("SPIN_VARIABLE_JWT_SECRET"), "{err}");
         assert!(err.contains("service_token"), "{err}");
     }
 
     #[test]
     fn optional_variables_may_stay_unset() {
-        let app =
-            AppVariables::resolve(&decls(&[("a", None, false)]), &HashMap::new(), no_env).unwrap();
+        let app = AppVariables::resolve(&decls(&[("a", None, false)]), &HashMap::new(), no_env).unwrap();
         assert_eq!(app.get("a"), None);
     }
 
     #[test]
     fn templates_render_literals_and_variables() {
-        let app = AppVariables::resolve(
-            &decls(&[("host", Some("h"), false)]),
-            &HashMap::new(),
-            no_env,
-        )
-        .unwrap();
+        let app = AppVariables::resolve(&decls(&[("host", Some("h"), false)]), &HashMap::new(), no_env).unwrap();
         let render = |text: &str| Template::parse(text).unwrap().render(&app).unwrap();
         assert_eq!(render("plain"), "plain");
         assert_eq!(render("{{ host }}"), "h");
@@ -377,35 +322,23 @@ mod tests {
         assert!(Template::parse("{{ open").is_err());
         assert!(Template::parse("{{ Bad }}").is_err());
         let app = AppVariables::default();
-        assert!(
-            Template::parse("{{ unknown }}")
-                .unwrap()
-                .render(&app)
-                .is_err()
-        );
+        assert!(Template::parse("{{ unknown }}").unwrap().render(&app).is_err());
     }
 
     fn component_with(templates: &[(&str, &str)]) -> Result<ComponentVariables> {
         let app = AppVariables::resolve(
-            &decls(&[
-                ("redis_url", Some("redis://x"), false),
-                ("n", Some("5"), false),
-            ]),
+            &decls(&[("redis_url", Some("redis://x"), false), ("n", Some("5"), false)]),
             &HashMap::new(),
             no_env,
         )
         .unwrap();
-        let templates = templates
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let templates = templates.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         ComponentVariables::resolve("touch", &templates, &app)
     }
 
     #[test]
     fn component_variables_resolve_templates() {
-        let vars =
-            component_with(&[("redis_url", "{{ redis_url }}"), ("lit", "x{{ n }}")]).unwrap();
+        let vars = component_with(&[("redis_url", "{{ redis_url }}"), ("lit", "x{{ n }}")]).unwrap();
         assert_eq!(vars.lookup("redis_url").unwrap(), "redis://x");
         assert_eq!(vars.lookup("lit").unwrap(), "x5");
     }
@@ -426,10 +359,7 @@ mod tests {
     fn lookup_of_invalid_name_is_invalid_name() {
         let vars = component_with(&[]).unwrap();
         for name in ["Redis_url", "", "a-b", "_a"] {
-            assert!(
-                matches!(vars.lookup(name), Err(VariableError::InvalidName(_))),
-                "{name}"
-            );
+            assert!(matches!(vars.lookup(name), Err(VariableError::InvalidName(_))), "{name}");
         }
     }
 }

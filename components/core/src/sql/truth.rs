@@ -45,7 +45,11 @@ impl TruthRow {
 
     /// The flags as the scripts write them: m muted, p pinned, u marked unread.
     pub fn flags(&self) -> String {
-        [(self.muted, 'm'), (self.pinned, 'p'), (self.marked_unread, 'u')].iter().filter(|(on, _)| *on).map(|(_, c)| *c).collect()
+        [(self.muted, 'm'), (self.pinned, 'p'), (self.marked_unread, 'u')]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, c)| *c)
+            .collect()
     }
 
     pub fn counted(&self) -> Counted {
@@ -72,8 +76,11 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], max_conversations:
     let mut params = vec![text(tenant)];
     params.extend(users.iter().map(|u| text(u)));
     params.push(Param::Int(max_conversations.into()));
-    let mut rows: Vec<TruthRow> =
-        query(url, |store| heads_statement(store, users.len()), params).await?.into_iter().map(truth_row).collect::<Result<_, _>>()?;
+    let mut rows: Vec<TruthRow> = query(url, |store| heads_statement(store, users.len()), params)
+        .await?
+        .into_iter()
+        .map(truth_row)
+        .collect::<Result<_, _>>()?;
     let marks = marks(url, tenant, users).await?;
     for row in &mut rows {
         let above = |s: &u64| *s > row.read_seq;
@@ -83,7 +90,9 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], max_conversations:
             .get(&row.conversation)
             .into_iter()
             .flatten()
-            .filter(|m| (m.user == row.user || m.user == "*") && m.sender != row.user && above(&m.seq) && m.seq <= row.last_seq)
+            .filter(|m| {
+                (m.user == row.user || m.user == "*") && m.sender != row.user && above(&m.seq) && m.seq <= row.last_seq
+            })
             .map(|m| m.seq)
             .collect();
         row.recalled.dedup();
@@ -174,7 +183,10 @@ fn marks_statement(store: &Store, users: usize) -> String {
     };
     let members = |tenant: String| {
         let users = list();
-        format!("SELECT {} FROM unread_memberships m WHERE m.tenant = {tenant} AND m.user_id IN ({users})", as_key("m.conversation"))
+        format!(
+            "SELECT {} FROM unread_memberships m WHERE m.tenant = {tenant} AND m.user_id IN ({users})",
+            as_key("m.conversation")
+        )
     };
     let recalls = format!(
         "SELECT 'r' AS kind, {} AS conversation, '' AS user_id, '' AS sender, x.seq AS seq FROM unread_recalls x \

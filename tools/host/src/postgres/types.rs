@@ -81,26 +81,17 @@ pub fn data_type(ty: &Type) -> DbDataType {
 pub fn columns(row: &Row) -> Vec<Column> {
     row.columns()
         .iter()
-        .map(|column| Column {
-            name: column.name().to_owned(),
-            data_type: data_type(column.type_()),
-        })
+        .map(|column| Column { name: column.name().to_owned(), data_type: data_type(column.type_()) })
         .collect()
 }
 
 /// Converts every value of `row`.
 pub fn convert_row(row: &Row) -> Result<Vec<DbValue>> {
-    (0..row.len())
-        .map(|index| convert_value(row, index))
-        .collect()
+    (0..row.len()).map(|index| convert_value(row, index)).collect()
 }
 
 /// Reads column `index` of `row` as `V` and wraps it with `wrap`; NULL is `db-null`.
-fn read<'a, V: FromSql<'a>>(
-    row: &'a Row,
-    index: usize,
-    wrap: impl FnOnce(V) -> Result<DbValue>,
-) -> Result<DbValue> {
+fn read<'a, V: FromSql<'a>>(row: &'a Row, index: usize, wrap: impl FnOnce(V) -> Result<DbValue>) -> Result<DbValue> {
     match row.try_get::<_, Option<V>>(index)? {
         Some(value) => wrap(value),
         None => Ok(DbValue::DbNull),
@@ -122,35 +113,23 @@ fn convert_value(row: &Row, index: usize) -> Result<DbValue> {
         Type::DATE => read(row, index, |v| Ok(DbValue::Date(date_to_wit(v)))),
         Type::TIME => read(row, index, |v| Ok(DbValue::Time(time_to_wit(v)))),
         // `NaiveDateTime` decodes `timestamp` only: `timestamptz` fails, as in Spin.
-        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
-            read(row, index, |v| Ok(DbValue::Datetime(datetime_to_wit(v))))
-        }
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => read(row, index, |v| Ok(DbValue::Datetime(datetime_to_wit(v)))),
         Type::UUID => read(row, index, |v: uuid::Uuid| Ok(DbValue::Uuid(v.to_string()))),
         Type::JSONB => read(row, index, |v: serde_json::Value| {
-            Ok(DbValue::Jsonb(
-                serde_json::to_vec(&v).context("invalid JSON from database")?,
-            ))
+            Ok(DbValue::Jsonb(serde_json::to_vec(&v).context("invalid JSON from database")?))
         }),
         Type::NUMERIC => read(row, index, |v: Decimal| Ok(DbValue::Decimal(v.to_string()))),
-        Type::INT4_RANGE => read(row, index, |v: Range<i32>| {
-            Ok(DbValue::RangeInt32(range_to_wit(&v, |n| *n)))
-        }),
-        Type::INT8_RANGE => read(row, index, |v: Range<i64>| {
-            Ok(DbValue::RangeInt64(range_to_wit(&v, |n| *n)))
-        }),
-        Type::NUM_RANGE => read(row, index, |v: Range<RangeDecimal>| {
-            Ok(DbValue::RangeDecimal(range_to_wit(&v, |d| d.0.to_string())))
-        }),
+        Type::INT4_RANGE => read(row, index, |v: Range<i32>| Ok(DbValue::RangeInt32(range_to_wit(&v, |n| *n)))),
+        Type::INT8_RANGE => read(row, index, |v: Range<i64>| Ok(DbValue::RangeInt64(range_to_wit(&v, |n| *n)))),
+        Type::NUM_RANGE => {
+            read(row, index, |v: Range<RangeDecimal>| Ok(DbValue::RangeDecimal(range_to_wit(&v, |d| d.0.to_string()))))
+        }
         Type::INT4_ARRAY => read(row, index, |v| Ok(DbValue::ArrayInt32(v))),
         Type::INT8_ARRAY => read(row, index, |v| Ok(DbValue::ArrayInt64(v))),
         Type::NUMERIC_ARRAY => read(row, index, |v: Vec<Option<Decimal>>| {
-            Ok(DbValue::ArrayDecimal(
-                v.iter().map(|d| d.map(|d| d.to_string())).collect(),
-            ))
+            Ok(DbValue::ArrayDecimal(v.iter().map(|d| d.map(|d| d.to_string())).collect()))
         }),
-        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY | Type::BPCHAR_ARRAY => {
-            read(row, index, |v| Ok(DbValue::ArrayStr(v)))
-        }
+        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY | Type::BPCHAR_ARRAY => read(row, index, |v| Ok(DbValue::ArrayStr(v))),
         Type::INTERVAL => read(row, index, |v: Interval| Ok(DbValue::Interval(v.0))),
         _ => read(row, index, |v: RawValue| Ok(DbValue::Unsupported(v.0))),
     }
@@ -177,23 +156,17 @@ fn to_sql_param(param: &ParameterValue) -> Result<SqlParam> {
         ParameterValue::Time(v) => Box::new(time_from_wit(*v)?),
         ParameterValue::Datetime(v) => Box::new(datetime_from_wit(*v)?),
         ParameterValue::Timestamp(v) => Box::new(timestamp_from_wit(*v)?),
-        ParameterValue::Uuid(v) => {
-            Box::new(uuid::Uuid::parse_str(v).with_context(|| format!("invalid UUID {v}"))?)
-        }
+        ParameterValue::Uuid(v) => Box::new(uuid::Uuid::parse_str(v).with_context(|| format!("invalid UUID {v}"))?),
         ParameterValue::Jsonb(v) => Box::new(json_from_wit(v)?),
         ParameterValue::Decimal(v) => Box::new(decimal_from_wit(v)?),
         ParameterValue::RangeInt32(v) => Box::new(range_from_wit(v, |n| Ok(*n))?),
         ParameterValue::RangeInt64(v) => Box::new(range_from_wit(v, |n| Ok(*n))?),
-        ParameterValue::RangeDecimal(v) => Box::new(range_from_wit(v, |d| {
-            decimal_from_wit(d).map(RangeDecimal)
-        })?),
+        ParameterValue::RangeDecimal(v) => Box::new(range_from_wit(v, |d| decimal_from_wit(d).map(RangeDecimal))?),
         ParameterValue::ArrayInt32(v) => Box::new(v.clone()),
         ParameterValue::ArrayInt64(v) => Box::new(v.clone()),
-        ParameterValue::ArrayDecimal(v) => Box::new(
-            v.iter()
-                .map(|d| d.as_deref().map(decimal_from_wit).transpose())
-                .collect::<Result<Vec<_>>>()?,
-        ),
+        ParameterValue::ArrayDecimal(v) => {
+            Box::new(v.iter().map(|d| d.as_deref().map(decimal_from_wit).transpose()).collect::<Result<Vec<_>>>()?)
+        }
         ParameterValue::ArrayStr(v) => Box::new(v.clone()),
         ParameterValue::Interval(v) => Box::new(Interval(*v)),
         ParameterValue::DbNull => Box::new(Null),
@@ -203,10 +176,7 @@ fn to_sql_param(param: &ParameterValue) -> Result<SqlParam> {
 /// The bytes a value counts for against the result size limit.
 pub fn value_size(value: &DbValue) -> usize {
     let strings = |items: &[Option<String>]| -> usize {
-        items
-            .iter()
-            .map(|s| std::mem::size_of::<Option<String>>() + s.as_ref().map_or(0, String::len))
-            .sum()
+        items.iter().map(|s| std::mem::size_of::<Option<String>>() + s.as_ref().map_or(0, String::len)).sum()
     };
     let payload = match value {
         DbValue::Str(s) | DbValue::Uuid(s) | DbValue::Decimal(s) => s.len(),
@@ -225,12 +195,7 @@ fn date_to_wit(date: NaiveDate) -> (i32, u8, u8) {
 }
 
 fn time_to_wit(time: NaiveTime) -> (u8, u8, u8, u32) {
-    (
-        time.hour() as u8,
-        time.minute() as u8,
-        time.second() as u8,
-        time.nanosecond(),
-    )
+    (time.hour() as u8, time.minute() as u8, time.second() as u8, time.nanosecond())
 }
 
 fn datetime_to_wit(value: NaiveDateTime) -> (i32, u8, u8, u8, u8, u8, u32) {
@@ -240,8 +205,7 @@ fn datetime_to_wit(value: NaiveDateTime) -> (i32, u8, u8, u8, u8, u8, u32) {
 }
 
 fn date_from_wit((y, m, d): (i32, u8, u8)) -> Result<NaiveDate> {
-    NaiveDate::from_ymd_opt(y, m.into(), d.into())
-        .ok_or_else(|| anyhow!("invalid date y={y}, m={m}, d={d}"))
+    NaiveDate::from_ymd_opt(y, m.into(), d.into()).ok_or_else(|| anyhow!("invalid date y={y}, m={m}, d={d}"))
 }
 
 fn time_from_wit((h, m, s, ns): (u8, u8, u8, u32)) -> Result<NaiveTime> {
@@ -249,24 +213,17 @@ fn time_from_wit((h, m, s, ns): (u8, u8, u8, u32)) -> Result<NaiveTime> {
         .ok_or_else(|| anyhow!("invalid time {h}:{m}:{s}:{ns}"))
 }
 
-fn datetime_from_wit(
-    (y, mo, d, h, mi, s, ns): (i32, u8, u8, u8, u8, u8, u32),
-) -> Result<NaiveDateTime> {
-    Ok(NaiveDateTime::new(
-        date_from_wit((y, mo, d))?,
-        time_from_wit((h, mi, s, ns))?,
-    ))
+fn datetime_from_wit((y, mo, d, h, mi, s, ns): (i32, u8, u8, u8, u8, u8, u32)) -> Result<NaiveDateTime> {
+    Ok(NaiveDateTime::new(date_from_wit((y, mo, d))?, time_from_wit((h, mi, s, ns))?))
 }
 
 /// Seconds since the Unix epoch as an instant (a `timestamptz` parameter).
 fn timestamp_from_wit(seconds: i64) -> Result<chrono::DateTime<chrono::Utc>> {
-    chrono::DateTime::from_timestamp(seconds, 0)
-        .ok_or_else(|| anyhow!("invalid epoch timestamp {seconds}"))
+    chrono::DateTime::from_timestamp(seconds, 0).ok_or_else(|| anyhow!("invalid epoch timestamp {seconds}"))
 }
 
 fn json_from_wit(bytes: &[u8]) -> Result<serde_json::Value> {
-    serde_json::from_slice(bytes)
-        .with_context(|| format!("invalid JSON {}", String::from_utf8_lossy(bytes)))
+    serde_json::from_slice(bytes).with_context(|| format!("invalid JSON {}", String::from_utf8_lossy(bytes)))
 }
 
 fn decimal_from_wit(text: &str) -> Result<Decimal> {
@@ -292,16 +249,10 @@ fn range_to_wit<T, W>(range: &Range<T>, map: impl Fn(&T) -> W) -> WitRange<W>
 where
     T: PartialOrd + Normalizable,
 {
-    fn bound<S: BoundSided, T, W>(
-        b: &RangeBound<S, T>,
-        map: &impl Fn(&T) -> W,
-    ) -> (W, RangeBoundKind) {
+    fn bound<S: BoundSided, T, W>(b: &RangeBound<S, T>, map: &impl Fn(&T) -> W) -> (W, RangeBoundKind) {
         (map(&b.value), bound_kind_to_wit(b.type_))
     }
-    (
-        range.lower().map(|b| bound(b, &map)),
-        range.upper().map(|b| bound(b, &map)),
-    )
+    (range.lower().map(|b| bound(b, &map)), range.upper().map(|b| bound(b, &map)))
 }
 
 /// A driver range from WIT bounds, each mapped with `map`.
@@ -360,9 +311,7 @@ struct Interval(WitInterval);
 
 impl<'a> FromSql<'a> for Interval {
     fn from_sql(_ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
-        let bytes: [u8; 16] = raw
-            .try_into()
-            .map_err(|_| "unexpected binary format for Postgres INTERVAL")?;
+        let bytes: [u8; 16] = raw.try_into().map_err(|_| "unexpected binary format for Postgres INTERVAL")?;
         let (micros, rest) = bytes.split_at(8);
         let (days, months) = rest.split_at(4);
         Ok(Interval(WitInterval {
@@ -473,45 +422,15 @@ mod tests {
 
     #[test]
     fn parameters_encode_as_their_postgres_type() {
-        assert_eq!(
-            encode(ParameterValue::Int64(i64::MIN), &Type::INT8)
-                .unwrap()
-                .1,
-            i64::MIN.to_be_bytes()
-        );
-        assert_eq!(
-            encode(ParameterValue::Int16(-2), &Type::INT2).unwrap().1,
-            (-2i16).to_be_bytes()
-        );
+        assert_eq!(encode(ParameterValue::Int64(i64::MIN), &Type::INT8).unwrap().1, i64::MIN.to_be_bytes());
+        assert_eq!(encode(ParameterValue::Int16(-2), &Type::INT2).unwrap().1, (-2i16).to_be_bytes());
         assert_eq!(encode(ParameterValue::Int8(7), &Type::CHAR).unwrap().1, [7]);
-        assert_eq!(
-            encode(ParameterValue::Boolean(true), &Type::BOOL)
-                .unwrap()
-                .1,
-            [1]
-        );
-        assert_eq!(
-            encode(ParameterValue::Str("ü✓".into()), &Type::TEXT)
-                .unwrap()
-                .1,
-            "ü✓".as_bytes()
-        );
-        assert_eq!(
-            encode(ParameterValue::Binary(vec![0, 9]), &Type::BYTEA)
-                .unwrap()
-                .1,
-            [0, 9]
-        );
-        let (_, jsonb) = encode(
-            ParameterValue::Jsonb(br#"{"a": [1, null]}"#.to_vec()),
-            &Type::JSONB,
-        )
-        .unwrap();
+        assert_eq!(encode(ParameterValue::Boolean(true), &Type::BOOL).unwrap().1, [1]);
+        assert_eq!(encode(ParameterValue::Str("ü✓".into()), &Type::TEXT).unwrap().1, "ü✓".as_bytes());
+        assert_eq!(encode(ParameterValue::Binary(vec![0, 9]), &Type::BYTEA).unwrap().1, [0, 9]);
+        let (_, jsonb) = encode(ParameterValue::Jsonb(br#"{"a": [1, null]}"#.to_vec()), &Type::JSONB).unwrap();
         assert_eq!(jsonb, b"\x01{\"a\":[1,null]}");
-        assert!(matches!(
-            encode(ParameterValue::DbNull, &Type::INT4).unwrap().0,
-            IsNull::Yes
-        ));
+        assert!(matches!(encode(ParameterValue::DbNull, &Type::INT4).unwrap().0, IsNull::Yes));
     }
 
     #[test]
@@ -521,13 +440,7 @@ mod tests {
         assert!(encode(ParameterValue::Str("{}".into()), &Type::JSONB).is_err());
         assert!(encode(ParameterValue::Timestamp(0), &Type::TIMESTAMP).is_err());
         assert!(encode(ParameterValue::Timestamp(0), &Type::TIMESTAMPTZ).is_ok());
-        assert!(
-            encode(
-                ParameterValue::Datetime((2024, 2, 29, 1, 2, 3, 0)),
-                &Type::TIMESTAMP
-            )
-            .is_ok()
-        );
+        assert!(encode(ParameterValue::Datetime((2024, 2, 29, 1, 2, 3, 0)), &Type::TIMESTAMP).is_ok());
     }
 
     #[test]
@@ -548,10 +461,7 @@ mod tests {
 
     #[test]
     fn date_and_time_tuples() {
-        let at = NaiveDate::from_ymd_opt(1999, 12, 31)
-            .unwrap()
-            .and_hms_nano_opt(23, 59, 58, 123_456_000)
-            .unwrap();
+        let at = NaiveDate::from_ymd_opt(1999, 12, 31).unwrap().and_hms_nano_opt(23, 59, 58, 123_456_000).unwrap();
         assert_eq!(datetime_to_wit(at), (1999, 12, 31, 23, 59, 58, 123_456_000));
         assert_eq!(datetime_from_wit(datetime_to_wit(at)).unwrap(), at);
         assert_eq!(
@@ -562,11 +472,7 @@ mod tests {
 
     #[test]
     fn intervals_round_trip_through_the_binary_form() {
-        let wit = WitInterval {
-            micros: -1_500_000,
-            days: 3,
-            months: 14,
-        };
+        let wit = WitInterval { micros: -1_500_000, days: 3, months: 14 };
         let mut out = BytesMut::new();
         Interval(wit).to_sql(&Type::INTERVAL, &mut out).unwrap();
         let Interval(back) = Interval::from_sql(&Type::INTERVAL, &out).unwrap();
@@ -576,26 +482,14 @@ mod tests {
 
     #[test]
     fn ranges_keep_bounds_and_kinds() {
-        let wit = (
-            Some((1, RangeBoundKind::Inclusive)),
-            Some((10, RangeBoundKind::Inclusive)),
-        );
+        let wit = (Some((1, RangeBoundKind::Inclusive)), Some((10, RangeBoundKind::Inclusive)));
         let range = range_from_wit(&wit, |n: &i32| Ok(*n)).unwrap();
         // Discrete ranges are normalized to [lower, upper).
         let back = range_to_wit(&range, |n| *n);
-        assert_eq!(
-            debug(back),
-            debug((
-                Some((1, RangeBoundKind::Inclusive)),
-                Some((11, RangeBoundKind::Exclusive))
-            ))
-        );
+        assert_eq!(debug(back), debug((Some((1, RangeBoundKind::Inclusive)), Some((11, RangeBoundKind::Exclusive)))));
         let decimals = (None, Some(("2.50".to_owned(), RangeBoundKind::Exclusive)));
         let range = range_from_wit(&decimals, |d| decimal_from_wit(d).map(RangeDecimal)).unwrap();
-        assert_eq!(
-            debug(range_to_wit(&range, |d| d.0.to_string())),
-            debug(decimals)
-        );
+        assert_eq!(debug(range_to_wit(&range, |d| d.0.to_string())), debug(decimals));
     }
 
     #[test]
