@@ -108,7 +108,7 @@ async fn seeded() -> (App, KeySpace) {
     assert_eq!(app.touch(system).await.status, 200);
     assert_eq!(app.mark_read(T, "u2", "c1", 1).await.status, 200);
     let before = app.redis.key_space();
-    assert!(before.keys().any(|k| k.starts_with("un:v1:{acme:u2}:")), "seeding wrote {:?}", before.keys());
+    assert!(before.keys().any(|k| k.starts_with("un:v2:{acme:u2}:")), "seeding wrote {:?}", before.keys());
     (app, before)
 }
 

@@ -32,7 +32,7 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
         .env("SPIN_VARIABLE_SQL_URL", &store.url)
         .env("SPIN_VARIABLE_SQL_HOST", "postgres://127.0.0.1:5432")
         .env("SPIN_VARIABLE_DRIFT_ALERT_THRESHOLD", "2")
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -45,21 +45,30 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     }
     store.store_message("acme", "c2", 1, 2_000, "u1", "{}").await;
 
-    let client = reqwest::Client::new();
-    let mut report = None;
-    for _ in 0..100 {
-        let sent = client
-            .post(format!("http://127.0.0.1:{port}/v1/admin/reconcile"))
-            .bearer_auth(SERVICE_TOKEN)
-            .body(json!({"tenant": "acme", "users": ["u2"]}).to_string())
-            .send()
-            .await;
-        if let Ok(answer) = sent {
-            report = Some(answer.json::<serde_json::Value>().await.unwrap());
-            break;
+    // The host compiles every component before it serves: wait for its
+    // "Serving" line rather than guessing how long that takes.
+    let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
+    let ready = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut stdout, &mut line).is_ok_and(|n| n > 0) {
+            if line.starts_with("Serving") {
+                return true;
+            }
+            line.clear();
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        false
+    });
+    assert!(tokio::time::timeout(Duration::from_secs(300), ready).await.unwrap().unwrap(), "the host did not start");
+    let report = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/v1/admin/reconcile"))
+        .bearer_auth(SERVICE_TOKEN)
+        .body(json!({"tenant": "acme", "users": ["u2"]}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .ok();
     host.kill().unwrap();
     host.wait().unwrap();
     let mut log = String::new();

@@ -188,7 +188,7 @@ async fn each_user_keeps_the_newest_max_conversations() {
 }
 
 #[tokio::test]
-async fn keys_are_versioned_tenant_and_user_tagged_and_category_scoped() {
+async fn keys_are_versioned_and_tagged_by_tenant_and_user() {
     let app = App::start().await;
     let mut system = message("acme", "n1", 1, 1_000, "bot", &["u1"]);
     system["category"] = json!("system");
@@ -197,13 +197,14 @@ async fn keys_are_versioned_tenant_and_user_tagged_and_category_scoped() {
     app.touch(message("beta", "c1", 1, 1_000, "u2", &["u1", "u2"])).await;
     app.mark_read("acme", "u1", "early", 3).await;
     for key in app.redis.keys() {
-        let tag = key.strip_prefix("un:v1:{").and_then(|rest| rest.split_once("}:")).map(|(tag, _)| tag);
-        let tag = tag.unwrap_or_else(|| panic!("{key} is not un:v1:{{tenant:user}}:..."));
+        let tag = key.strip_prefix("un:v2:{").and_then(|rest| rest.split_once("}:")).map(|(tag, _)| tag);
+        let tag = tag.unwrap_or_else(|| panic!("{key} is not un:v2:{{tenant:user}}:..."));
         assert!(["acme:u1", "acme:u2", "acme:bot", "beta:u1", "beta:u2"].contains(&tag), "{key}");
     }
-    let u1: Vec<String> = app.redis.keys().into_iter().filter(|k| k.starts_with("un:v1:{acme:u1}:")).collect();
-    assert!(u1.contains(&"un:v1:{acme:u1}:c:system:list".to_string()), "{u1:?}");
-    assert!(u1.contains(&"un:v1:{acme:u1}:c:chat:list".to_string()), "{u1:?}");
+    let u1: Vec<String> = app.redis.keys().into_iter().filter(|k| k.starts_with("un:v2:{acme:u1}:")).collect();
+    for name in ["list", "conv", "kept", "kept:age", "badge", "meta"] {
+        assert!(u1.contains(&format!("un:v2:{{acme:u1}}:{name}")), "{name}: {u1:?}");
+    }
     // Tenants are separate: the same user id in beta sees only beta.
     app.mark_read("beta", "u1", "c1", 1).await;
     assert_eq!(app.badge("acme", "u1").await.body["total"], 2);

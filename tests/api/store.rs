@@ -172,6 +172,17 @@ impl MessageStore {
         }
     }
 
+    /// The category the app gave a conversation.
+    pub async fn category(&self, tenant: &str, conversation: &str) -> String {
+        let rows = self
+            .rows(
+                "SELECT category FROM app_conversations WHERE tenant = ? AND conversation = ?",
+                &[s(tenant), s(conversation)],
+            )
+            .await;
+        rows.into_iter().next().map(|mut row| row.remove(0)).unwrap_or_else(|| panic!("no conversation {conversation}"))
+    }
+
     /// The app stores a message (before it calls touch). The head moves only
     /// forward, whatever order concurrent writers finish in.
     pub async fn store_message(

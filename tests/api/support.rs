@@ -351,10 +351,10 @@ impl RedisServer {
         self.key_space_matching("*")
     }
 
-    /// The keys of one user (`un:v1:{T:U}:*`) with what they hold.
+    /// The keys of one user (`un:v2:{T:U}:*`) with what they hold.
     pub fn user_key_space(&self, tenant: &str, user: &str) -> KeySpace {
         // `{`, `}` are not glob characters; `[`, `*`, `?` never occur in identifiers.
-        self.key_space_matching(&format!("un:v1:{{{tenant}:{user}}}:*"))
+        self.key_space_matching(&format!("un:v2:{{{tenant}:{user}}}:*"))
     }
 
     fn key_space_matching(&self, pattern: &str) -> KeySpace {

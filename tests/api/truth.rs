@@ -10,9 +10,10 @@ async fn app_on(store: &MessageStore) -> App {
     App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await
 }
 
-/// The app's way: store the message, then touch.
+/// The app's way: store the message, then touch (in the conversation's category).
 async fn send(app: &App, store: &MessageStore, conversation: &str, seq: u64, sender: &str, members: &[&str]) -> Value {
-    let touch = message("acme", conversation, seq, 1_000 + seq, sender, members);
+    let mut touch = message("acme", conversation, seq, 1_000 + seq, sender, members);
+    touch["category"] = json!(store.category("acme", conversation).await);
     store.store_message("acme", conversation, seq, 1_000 + seq, sender, &touch["preview"].to_string()).await;
     app.touch(touch).await.body
 }
@@ -165,19 +166,17 @@ async fn reconcile_reports_and_fixes_injected_drift() {
         // Corrupt u2 on purpose: a wrong cursor, a lost conversation, a ghost
         // conversation and a badge out of step.
         let mut redis = app.redis.connection().unwrap();
-        let p = "un:v1:{acme:u2}:";
+        let p = "un:v2:{acme:u2}:";
         let _: () = redis::cmd("HSET")
-            .arg(format!("{p}c:chat:conv"))
+            .arg(format!("{p}conv"))
             .arg("c1")
-            .arg(r#"6:5::::{"text":"message 6","type":"text"}"#)
+            .arg(r#"6:5:0:0::chat::{"text":"message 6","type":"text"}"#)
             .query(&mut redis)
             .unwrap();
-        let _: () = redis::cmd("HDEL").arg(format!("{p}c:system:conv")).arg("n1").query(&mut redis).unwrap();
+        let _: () = redis::cmd("HDEL").arg(format!("{p}conv")).arg("n1").query(&mut redis).unwrap();
+        let _: () = redis::cmd("ZADD").arg(format!("{p}list")).arg(9_999_000).arg("ghost").query(&mut redis).unwrap();
         let _: () =
-            redis::cmd("ZADD").arg(format!("{p}c:chat:list")).arg(9_999_000).arg("ghost").query(&mut redis).unwrap();
-        let _: () =
-            redis::cmd("HSET").arg(format!("{p}c:chat:conv")).arg("ghost").arg("9:0::::{}").query(&mut redis).unwrap();
-        let _: () = redis::cmd("HSET").arg(format!("{p}dir")).arg("ghost").arg("chat").query(&mut redis).unwrap();
+            redis::cmd("HSET").arg(format!("{p}conv")).arg("ghost").arg("9:0:0:0::chat::{}").query(&mut redis).unwrap();
         let _: () = redis::cmd("HINCRBY").arg(format!("{p}badge")).arg("chat").arg(7).query(&mut redis).unwrap();
 
         let report = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;

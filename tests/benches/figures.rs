@@ -158,7 +158,7 @@ async fn run(instances: InstanceMode, label: &str) {
     let info: String = redis::cmd("INFO").arg("memory").query(&mut redis).unwrap();
     let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
     let keys: u64 = redis::cmd("DBSIZE").query(&mut redis).unwrap();
-    let sample = app.redis.keys().into_iter().filter(|k| k.starts_with("un:v1:{bench:u7}:")).collect::<Vec<_>>();
+    let sample = app.redis.keys().into_iter().filter(|k| k.starts_with("un:v2:{bench:u7}:")).collect::<Vec<_>>();
     let mut per_user = 0u64;
     for key in &sample {
         let bytes: u64 = redis::cmd("MEMORY").arg("USAGE").arg(key).query(&mut redis).unwrap();

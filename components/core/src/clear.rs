@@ -1,7 +1,7 @@
-//! Clearing one category (seed 003: system, trade and interaction
-//! notifications have their own lifecycle; seed 000's second pit: a clear
-//! must never touch another category). A dry run reports exactly what the
-//! clear would do and writes nothing (seed 000's shadow run).
+//! Clearing one category (system, trade and interaction notifications have
+//! a lifecycle of their own, and a clear must never touch another
+//! category). A dry run reports exactly what the clear would do and writes
+//! nothing, so an operator can try a clear first.
 //!
 //! Per batch of users: with a SQL store they are reconciled first (so Redis
 //! holds their truth), then the category's inventory is read, the read
@@ -10,8 +10,9 @@
 //! stays unread.
 
 use crate::bindings::unread::core::types::{ClearReport, Error, UserScope};
-use crate::scripts::Script;
-use crate::{config, reconcile, redis, reply, sql};
+use crate::config::Limits;
+use crate::scripts::{CategoryInventory, ClearCategory, Clearing, Inventory, Members, WalkUsers};
+use crate::{reconcile, redis, sql};
 
 /// Users per Redis script.
 const CHUNK: usize = 100;
@@ -30,27 +31,33 @@ pub async fn run(
     };
     users.sort();
     users.dedup();
+    let limits = Limits::read().await?;
     let mut report = ClearReport { users: 0, conversations: 0, unread: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
         if let Some(url) = &store {
-            reconcile::check(url, tenant, chunk, config::max_conversations().await?).await?;
+            reconcile::check(url, tenant, chunk, limits).await?;
         }
-        let mut args = vec![tenant.to_string(), category.to_string()];
-        args.extend(chunk.iter().cloned());
-        let inventory = reply::inventory(redis::eval(Script::CategoryInventory, args).await?)?;
-        let inventory: reply::Inventory = inventory.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
+        let inventory = CategoryInventory { category, members: Members { tenant, users: chunk } };
+        let inventory: Inventory =
+            redis::run(&inventory).await?.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         report.users += inventory.len() as u32;
         report.conversations += inventory.iter().map(|(_, rows)| rows.len() as u32).sum::<u32>();
         report.unread += inventory.iter().flat_map(|(_, rows)| rows.iter().map(|r| r.2)).sum::<u64>();
         if !dry_run && !inventory.is_empty() {
-            clear(store.as_deref(), tenant, category, inventory).await?;
+            clear(store.as_deref(), tenant, category, &inventory, limits).await?;
         }
     }
     Ok(report)
 }
 
 /// Writes the cursors to SQL first (the truth), then clears Redis.
-async fn clear(store: Option<&str>, tenant: &str, category: &str, inventory: reply::Inventory) -> Result<(), Error> {
+async fn clear(
+    store: Option<&str>,
+    tenant: &str,
+    category: &str,
+    inventory: &Inventory,
+    limits: Limits,
+) -> Result<(), Error> {
     if let Some(url) = store {
         let cursors: Vec<(String, String, u64)> = inventory
             .iter()
@@ -60,14 +67,13 @@ async fn clear(store: Option<&str>, tenant: &str, category: &str, inventory: rep
             .collect();
         sql::advance_cursors(url, tenant, &cursors).await?;
     }
-    let mut args = vec![tenant.to_string(), category.to_string()];
-    for (user, rows) in inventory {
-        args.extend([user, rows.len().to_string()]);
-        for (conversation, seq, _) in rows {
-            args.extend([conversation, seq.to_string()]);
-        }
-    }
-    redis::eval(Script::ClearCategory, args).await.map(drop)
+    let clearings = inventory
+        .iter()
+        .flat_map(|(user, rows)| {
+            rows.iter().map(move |(conversation, seq, _)| Clearing { user, conversation, seq: *seq })
+        })
+        .collect();
+    redis::run(&ClearCategory { tenant, category, max_kept: limits.max_kept, clearings }).await.map(drop)
 }
 
 /// The next batch of users: the SQL store's members, or without one the
@@ -84,8 +90,6 @@ async fn walk(
     if cursor.is_empty() || !cursor.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Error::Invalid("cursor is not one this service issued".into()));
     }
-    let args = vec![tenant.to_string(), cursor, reconcile::WALK_BATCH.to_string()];
-    let mut found = reply::texts(redis::eval(Script::WalkUsers, args).await?)?.into_iter();
-    let next = found.next().filter(|c| c != "0");
-    Ok((found.collect(), next))
+    let (next, users) = redis::run(&WalkUsers { tenant, cursor: &cursor, wanted: reconcile::WALK_BATCH }).await?;
+    Ok((users, Some(next).filter(|c| c != "0")))
 }

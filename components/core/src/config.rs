@@ -1,10 +1,27 @@
-//! The core's Spin variables.
+//! The core's Spin variables. A variable the component does not declare
+//! takes its default; one that cannot be read or parsed is an error (the
+//! call answers 503 and says which), never a silent default.
 
 use crate::Error;
 
-/// The per-user cap on kept conversations (`max_conversations`, default 100).
-pub async fn max_conversations() -> Result<u32, Error> {
-    positive("max_conversations", 100).await
+/// How much each user keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Conversations listed per user (`max_conversations`, default 100).
+    pub max_conversations: u32,
+    /// Conversations kept beyond the list with their cursors, flags and
+    /// marks, oldest activity evicted first (`max_kept`, default ten times
+    /// `max_conversations`).
+    pub max_kept: u32,
+}
+
+impl Limits {
+    /// The limits from the component's variables.
+    pub async fn read() -> Result<Limits, Error> {
+        let max_conversations = positive("max_conversations", 100).await?;
+        let max_kept = positive("max_kept", max_conversations.saturating_mul(10)).await?;
+        Ok(Limits { max_conversations, max_kept })
+    }
 }
 
 /// The per-user cap on pinned conversations (`max_pins`, default 5).
@@ -18,16 +35,33 @@ pub async fn drift_alert_threshold() -> Result<u32, Error> {
     number("drift_alert_threshold", 0).await
 }
 
+/// A variable's text; `None` when the component does not declare it.
+pub async fn text(name: &str) -> Result<Option<String>, Error> {
+    use spin_sdk::variables::Error as VariableError;
+    match spin_sdk::variables::get(name).await {
+        Ok(text) => Ok(Some(text)),
+        Err(VariableError::Undefined(_)) => Ok(None),
+        Err(error) => Err(misconfigured(format!("variable {name} cannot be read: {error:?}"))),
+    }
+}
+
 async fn positive(name: &str, default: u32) -> Result<u32, Error> {
     match number(name, default).await? {
-        0 => Err(Error::Unavailable(format!("variable {name} must be at least 1"))),
+        0 => Err(misconfigured(format!("variable {name} must be at least 1"))),
         n => Ok(n),
     }
 }
 
+/// An undeclared or empty variable takes `default`.
 async fn number(name: &str, default: u32) -> Result<u32, Error> {
-    let Ok(text) = spin_sdk::variables::get(name).await else {
+    let Some(text) = text(name).await?.filter(|t| !t.trim().is_empty()) else {
         return Ok(default);
     };
-    text.trim().parse().map_err(|_| Error::Unavailable(format!("variable {name} is not a whole number: {text:?}")))
+    text.trim().parse().map_err(|_| misconfigured(format!("variable {name} is not a whole number: {text:?}")))
+}
+
+/// A configuration problem: logged, and answered as unavailable.
+fn misconfigured(message: String) -> Error {
+    eprintln!("unread: error: {message}");
+    Error::Unavailable(message)
 }

@@ -6,30 +6,32 @@
 use crate::bindings::unread::core::types::{
     AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, Principal, ReadState,
 };
+use crate::config::Limits;
+use crate::scripts::{ListCursor, badge_of};
 use crate::sql::TruthRow;
-use crate::{ListCursor, config, reconcile, reply, sql};
+use crate::{reconcile, sql};
 
-/// The user's truth in list order (pinned first, then newest first); with
-/// `version` (Redis answered a miss), the user's Redis state is rebuilt from it too.
+/// The user's truth in list order; with `version` (Redis answered a miss),
+/// the user's Redis state is rebuilt from it too.
 async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<Vec<TruthRow>, Error> {
-    let max_conversations = config::max_conversations().await?;
-    let mut rows = sql::truth(url, &who.tenant, std::slice::from_ref(&who.user), max_conversations).await?;
-    rows.sort_by(|a, b| sort_key(b).cmp(&sort_key(a)));
+    let limits = Limits::read().await?;
+    let users = std::slice::from_ref(&who.user);
+    let truth = sql::truth(url, &who.tenant, users, limits).await?;
     if let Some(version) = version {
         // Best effort: if Redis moved meanwhile, the next request rebuilds.
-        let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &rows).await;
+        let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth).await;
     }
-    Ok(rows)
+    Ok(truth.rows)
 }
 
-fn sort_key(row: &TruthRow) -> (u8, u64, &str) {
-    (row.pinned.into(), row.score(), &row.conversation)
+fn listed(rows: &[TruthRow]) -> impl Iterator<Item = &TruthRow> {
+    rows.iter().filter(|r| r.listed)
 }
 
-fn badge_of(rows: &[TruthRow]) -> AppBadge {
+fn badge(rows: &[TruthRow]) -> AppBadge {
     let mut categories: Vec<CategoryUnread> = Vec::new();
-    for row in rows {
-        let counted = row.counted();
+    for row in listed(rows) {
+        let counted = row.counts().counted();
         let index = match categories.iter().position(|c| c.category == row.category) {
             Some(index) => index,
             None => {
@@ -42,29 +44,29 @@ fn badge_of(rows: &[TruthRow]) -> AppBadge {
         c.muted += counted.muted;
         c.mentions += counted.mentions;
     }
-    reply::badge_of(categories, true)
+    badge_of(categories, true)
 }
 
-fn conversation(row: TruthRow) -> Conversation {
-    let counted = row.counted();
+fn conversation(row: &TruthRow) -> Conversation {
+    let counted = row.counts().counted();
     Conversation {
         unread: counted.unread,
         mentions: counted.mentions,
         muted: row.muted,
         pinned: row.pinned,
         marked_unread: row.marked_unread,
-        id: row.conversation,
-        category: row.category,
+        id: row.conversation.clone(),
+        category: row.category.clone(),
         last_seq: row.last_seq,
         read_seq: row.read_seq,
         ts: row.ts,
-        preview: row.preview,
+        preview: row.preview.clone(),
     }
 }
 
 /// The badge, from SQL.
-pub async fn badge(url: &str, who: &Principal, version: Option<String>) -> Result<AppBadge, Error> {
-    Ok(badge_of(&user_truth(url, who, version).await?))
+pub async fn badge_of_user(url: &str, who: &Principal, version: Option<String>) -> Result<AppBadge, Error> {
+    Ok(badge(&user_truth(url, who, version).await?))
 }
 
 /// A list page, from SQL, with the same order and cursors as Redis gives.
@@ -72,22 +74,22 @@ pub async fn page(
     url: &str,
     who: &Principal,
     limit: u32,
-    after: Option<ListCursor>,
-    category: Option<String>,
+    after: Option<&ListCursor>,
+    category: Option<&str>,
     version: Option<String>,
 ) -> Result<Page, Error> {
     let rows = user_truth(url, who, version).await?;
-    let badge = badge_of(&rows);
-    let mut rest = rows
-        .into_iter()
-        .filter(|r| category.as_ref().is_none_or(|c| &r.category == c))
-        .filter(|r| after.as_ref().is_none_or(|a| sort_key(r) < (a.section, a.score, a.conversation.as_str())));
-    let conversations: Vec<TruthRow> = rest.by_ref().take(limit as usize).collect();
+    let badge = badge(&rows);
+    let mut rest = listed(&rows)
+        .map(conversation)
+        .filter(|r| category.is_none_or(|c| r.category == c))
+        .filter(|r| after.is_none_or(|a| ListCursor::position(r) < (a.section, a.score, a.conversation.as_str())));
+    let conversations: Vec<Conversation> = rest.by_ref().take(limit as usize).collect();
     let next_cursor = match (rest.next(), conversations.last()) {
-        (Some(_), Some(last)) => Some(format!("{}.{}.{}", u8::from(last.pinned), last.score(), last.conversation)),
+        (Some(_), Some(last)) => Some(ListCursor::after(last).text()),
         _ => None,
     };
-    Ok(Page { conversations: conversations.into_iter().map(conversation).collect(), next_cursor, badge })
+    Ok(Page { conversations, next_cursor, badge })
 }
 
 /// A mark-read's answer, from SQL (the cursor is already written there; the
@@ -101,13 +103,13 @@ pub async fn read_state(
 ) -> Result<ReadState, Error> {
     let rows = user_truth(url, who, version).await?;
     let row = rows.iter().find(|r| r.conversation == conversation);
-    let counted = row.map(TruthRow::counted).unwrap_or_default();
+    let counted = row.map(|r| r.counts().counted()).unwrap_or_default();
     Ok(ReadState {
         conversation: conversation.to_string(),
         read_seq: row.map_or(seq, |r| r.read_seq.max(seq)),
         unread: counted.unread,
         mentions: counted.mentions,
-        badge: badge_of(&rows),
+        badge: badge(&rows),
     })
 }
 
@@ -119,7 +121,7 @@ pub async fn conversation_state(
     version: Option<String>,
 ) -> Result<ConversationState, Error> {
     let rows = user_truth(url, who, version).await?;
-    let badge = badge_of(&rows);
-    let row = rows.into_iter().find(|r| r.conversation == id).ok_or_else(|| reply::unknown_conversation(id))?;
-    Ok(ConversationState { conversation: conversation(row), badge })
+    let row =
+        rows.iter().find(|r| r.conversation == id && r.last_seq > 0).ok_or_else(|| crate::unknown_conversation(id))?;
+    Ok(ConversationState { conversation: conversation(row), badge: badge(&rows) })
 }

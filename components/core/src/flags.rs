@@ -5,9 +5,9 @@
 //! conversation, too many pins) is taken back, so the truth never keeps it.
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
-use crate::reply;
-use crate::scripts::Script;
-use crate::{config, degraded, redis, sql};
+use crate::config::{self, Limits};
+use crate::scripts::{FlagSet, Loaded, SetFlag};
+use crate::{degraded, redis, sql};
 
 /// Sets `flag` on the user's `conversation`; answers its row and the badge.
 pub async fn set(
@@ -17,27 +17,33 @@ pub async fn set(
     flag: ConversationFlag,
 ) -> Result<ConversationState, Error> {
     let max_pins = config::max_pins().await?;
-    let (setting, letter, on) = match flag {
-        ConversationFlag::Muted(on) => (sql::Setting::Muted, "m", on),
-        ConversationFlag::Pinned(on) => (sql::Setting::Pinned, "p", on),
-        ConversationFlag::MarkedUnread => (sql::Setting::MarkedUnread, "u", true),
+    let limits = Limits::read().await?;
+    let (setting, on) = match flag {
+        ConversationFlag::Muted(on) => (sql::Setting::Muted, on),
+        ConversationFlag::Pinned(on) => (sql::Setting::Pinned, on),
+        ConversationFlag::MarkedUnread => (sql::Setting::MarkedUnread, true),
     };
     if let Some(url) = &store {
         sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, on).await?;
     }
-    let args = vec![
-        who.tenant.clone(),
-        who.user.clone(),
-        conversation.clone(),
-        letter.to_string(),
-        crate::flag(on),
-        max_pins.to_string(),
-        crate::require_loaded(&store),
-    ];
-    let answer =
-        redis::eval(Script::SetFlag, args).await.and_then(|r| reply::conversation_state(&conversation, max_pins, r));
+    let set = SetFlag {
+        tenant: &who.tenant,
+        user: &who.user,
+        conversation: &conversation,
+        flag: &flag,
+        max_pins,
+        max_conversations: limits.max_conversations,
+        max_kept: limits.max_kept,
+        require_loaded: store.is_some(),
+    };
+    let answer = redis::run(&set).await.and_then(|loaded| match loaded {
+        Loaded::Ready(FlagSet::Done(state)) => Ok(Loaded::Ready(state)),
+        Loaded::Ready(FlagSet::Unknown) => Err(crate::unknown_conversation(&conversation)),
+        Loaded::Ready(FlagSet::TooManyPins) => Err(Error::TooManyPins(max_pins)),
+        Loaded::Miss(version) => Ok(Loaded::Miss(version)),
+    });
     let (whom, id) = (&who, conversation.as_str());
-    let state = crate::or_from_truth(answer, store.clone(), |url, version| async move {
+    let state = crate::or_from_truth(answer, &store, &who, true, |url, version| async move {
         degraded::conversation_state(&url, whom, id, version).await
     })
     .await;

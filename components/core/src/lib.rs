@@ -1,29 +1,32 @@
 //! The unread core: implements the `unread:core/counts` contract.
 //!
-//! Each call is one atomic Lua script, sent as one `EVALSHA` on the
-//! instance's Redis connection (see [`redis`]). The scripts in `src/lua`
-//! alone know the key layout. With a SQL store configured (`sql_url`), read
-//! cursors are written there first, and answers fall back to it when Redis
-//! cannot give them ([`degraded`]); [`reconcile`] corrects Redis from it.
+//! Each call is one atomic Lua script (see [`script`] for the typed seam and
+//! [`scripts`] for one definition per script), sent on the instance's Redis
+//! connection ([`redis`]); [`keys`] alone names the keys. With a SQL store
+//! configured (`sql_url`), every write goes there first, and answers come
+//! from it when Redis cannot give them ([`degraded`]); [`reconcile`]
+//! corrects Redis from it.
 
 mod cached;
 mod clear;
 mod config;
 mod degraded;
 mod flags;
+mod keys;
 mod reconcile;
 mod redis;
-mod reply;
+mod script;
 mod scripts;
 mod sql;
+mod state;
 
 use bindings::exports::unread::core::counts::Guest;
 use bindings::unread::core::types::{
     AppBadge, ClearReport, ConversationFlag, ConversationState, Error, Message, Page, Principal, ReadState,
     ReconcileReport, UserScope,
 };
-use reply::Loaded;
-use scripts::Script;
+use config::Limits;
+use scripts::{Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Recall, Role, Touch, Touched};
 
 mod bindings {
     spin_sdk::wit_bindgen::generate!({
@@ -37,75 +40,89 @@ mod bindings {
 /// Highest seq or score that survives Lua's double arithmetic exactly.
 const MAX_EXACT: u64 = (1 << 53) - 1;
 
+/// How far past the last message a read cursor may go: a client acking
+/// messages the service has not heard of yet is normal; one sending a
+/// timestamp as a seq must not silence the conversation for good.
+const READ_AHEAD: u64 = 10_000;
+
 struct Core;
 
 impl Guest for Core {
     async fn touch(message: Message) -> Result<bool, Error> {
         check_exact(message.seq, "seq")?;
         check_exact(message.ts.saturating_mul(1000).saturating_add(999), "ts")?;
-        let max_conversations = config::max_conversations().await?;
-        if let Some(url) = sql::configured().await {
-            record_in_truth(&url, &message).await?;
+        let limits = Limits::read().await?;
+        let store = sql::configured().await?;
+        if let Some(url) = &store {
+            record_in_truth(url, &message).await?;
         }
-        let mut args = vec![
-            message.tenant,
-            message.conversation,
-            message.seq.to_string(),
-            message.ts.to_string(),
-            message.category,
-            message.preview,
-            max_conversations.to_string(),
-            message.sender.clone().unwrap_or_default(),
-            flag(message.mention_all),
-            message.mentions.len().to_string(),
-        ];
-        args.extend(message.mentions);
-        args.extend(members_with_sender(message.members, message.sender));
-        reply::touch(redis::eval(Script::Touch, args).await?)
+        let touch = Touch {
+            tenant: &message.tenant,
+            conversation: &message.conversation,
+            seq: message.seq,
+            score: state::score(message.ts, message.seq),
+            category: &message.category,
+            preview: &message.preview,
+            mention_all: message.mention_all,
+            max_conversations: limits.max_conversations,
+            max_kept: limits.max_kept,
+            require_loaded: store.is_some(),
+            members: roles(&message),
+        };
+        match redis::run(&touch).await? {
+            Touched::Conflict { user, category } => Err(Error::Conflict(format!(
+                "conversation is in category {category:?} for member {user:?}; a conversation keeps its category"
+            ))),
+            Touched::Done { applied, unanswered } => {
+                answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
+                Ok(applied)
+            }
+        }
     }
 
     async fn mark_read(who: Principal, conversation: String, seq: u64) -> Result<ReadState, Error> {
         check_exact(seq, "seq")?;
-        let max_conversations = config::max_conversations().await?;
-        let store = sql::configured().await;
+        let limits = Limits::read().await?;
+        let store = sql::configured().await?;
         if let Some(url) = &store {
             sql::advance_cursor(url, &who.tenant, &who.user, &conversation, seq).await?;
         }
-        let args = vec![
-            who.tenant.clone(),
-            who.user.clone(),
-            conversation.clone(),
-            seq.to_string(),
-            max_conversations.to_string(),
-            require_loaded(&store),
-        ];
-        let answer = redis::eval(Script::MarkRead, args).await.and_then(|r| reply::read_state(conversation.clone(), r));
-        or_from_truth(answer, store, |url, version| async move {
-            degraded::read_state(&url, &who, &conversation, seq, version).await
+        let read = MarkRead {
+            tenant: &who.tenant,
+            user: &who.user,
+            conversation: &conversation,
+            seq,
+            ahead: READ_AHEAD,
+            max_kept: limits.max_kept,
+            require_loaded: store.is_some(),
+        };
+        let answer = redis::run(&read).await.and_then(|loaded| match loaded {
+            Loaded::Ready(None) => Err(unknown_conversation(&conversation)),
+            Loaded::Ready(Some(state)) => Ok(Loaded::Ready(state)),
+            Loaded::Miss(version) => Ok(Loaded::Miss(version)),
+        });
+        let (whom, id) = (&who, conversation.as_str());
+        or_from_truth(answer, &store, &who, true, |url, version| async move {
+            degraded::read_state(&url, whom, id, seq, version).await
         })
         .await
     }
 
     async fn list(who: Principal, limit: u32, cursor: Option<String>, category: Option<String>) -> Result<Page, Error> {
-        let after = cursor.as_deref().map(parse_cursor).transpose()?;
-        let store = sql::configured().await;
-        let (section, score, conversation) = match &after {
-            Some(a) => (a.section.to_string(), a.score.to_string(), a.conversation.clone()),
-            None => Default::default(),
+        let after = cursor.as_deref().map(ListCursor::parse).transpose()?;
+        let store = sql::configured().await?;
+        let list = List {
+            tenant: &who.tenant,
+            user: &who.user,
+            limit,
+            after: after.as_ref(),
+            category: category.as_deref(),
+            require_loaded: store.is_some(),
         };
-        let args = vec![
-            who.tenant.clone(),
-            who.user.clone(),
-            limit.to_string(),
-            section,
-            score,
-            conversation,
-            category.clone().unwrap_or_default(),
-            require_loaded(&store),
-        ];
-        let answer = redis::eval(Script::List, args).await.and_then(reply::page);
-        or_from_truth(answer, store, |url, version| async move {
-            degraded::page(&url, &who, limit, after, category, version).await
+        let answer = redis::run(&list).await;
+        let (whom, after, category) = (&who, after.as_ref(), category.as_deref());
+        or_from_truth(answer, &store, &who, false, |url, version| async move {
+            degraded::page(&url, whom, limit, after, category, version).await
         })
         .await
     }
@@ -115,7 +132,7 @@ impl Guest for Core {
         conversation: String,
         flag: ConversationFlag,
     ) -> Result<ConversationState, Error> {
-        flags::set(sql::configured().await, who, conversation, flag).await
+        flags::set(sql::configured().await?, who, conversation, flag).await
     }
 
     async fn recall(
@@ -126,26 +143,54 @@ impl Guest for Core {
         preview: Option<String>,
     ) -> Result<u32, Error> {
         check_exact(seq, "seq")?;
-        if let Some(url) = sql::configured().await {
-            sql::record_recall(&url, &tenant, &conversation, seq).await?;
+        let limits = Limits::read().await?;
+        let store = sql::configured().await?;
+        if let Some(url) = &store {
+            sql::record_recall(url, &tenant, &conversation, seq).await?;
         }
-        let mut args = vec![tenant, conversation, seq.to_string(), preview.unwrap_or_default()];
-        args.extend(members_with_sender(members, None));
-        reply::count(redis::eval(Script::Recall, args).await?)
+        let users = once_each(members, None);
+        let recall = Recall {
+            conversation: &conversation,
+            seq,
+            preview: preview.as_deref().unwrap_or_default(),
+            max_kept: limits.max_kept,
+            require_loaded: store.is_some(),
+            members: Members { tenant: &tenant, users: &users },
+        };
+        let (dropped, unanswered) = redis::run(&recall).await?;
+        answer_from_truth(&store, &tenant, &unanswered, limits).await?;
+        Ok(dropped)
     }
 
     async fn join(tenant: String, conversation: String, seq: u64, members: Vec<String>) -> Result<u32, Error> {
         check_exact(seq, "seq")?;
-        let max_conversations = config::max_conversations().await?;
-        let members = members_with_sender(members, None);
-        if let Some(url) = sql::configured().await {
+        let limits = Limits::read().await?;
+        let store = sql::configured().await?;
+        let users = once_each(members, None);
+        if let Some(url) = &store {
             let cursors: Vec<(String, String, u64)> =
-                members.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
-            sql::advance_cursors(&url, &tenant, &cursors).await?;
+                users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
+            sql::join_cursors(url, &tenant, &cursors).await?;
         }
-        let mut args = vec![tenant, conversation, seq.to_string(), max_conversations.to_string()];
-        args.extend(members);
-        reply::count(redis::eval(Script::Join, args).await?)
+        let join = Join {
+            conversation: &conversation,
+            seq,
+            max_kept: limits.max_kept,
+            require_loaded: store.is_some(),
+            members: Members { tenant: &tenant, users: &users },
+        };
+        let (changed, unanswered) = redis::run(&join).await?;
+        answer_from_truth(&store, &tenant, &unanswered, limits).await?;
+        Ok(changed)
+    }
+
+    async fn leave(tenant: String, conversation: String, members: Vec<String>) -> Result<u32, Error> {
+        let store = sql::configured().await?;
+        let users = once_each(members, None);
+        if let Some(url) = &store {
+            sql::forget_members(url, &tenant, &conversation, &users).await?;
+        }
+        leave(&store, &tenant, &conversation, &users).await
     }
 
     async fn clear_category(
@@ -154,41 +199,54 @@ impl Guest for Core {
         category: String,
         dry_run: bool,
     ) -> Result<ClearReport, Error> {
-        clear::run(sql::configured().await, &tenant, scope, &category, dry_run).await
+        clear::run(sql::configured().await?, &tenant, scope, &category, dry_run).await
     }
 
     async fn badge(who: Principal, category: Option<String>) -> Result<AppBadge, Error> {
-        let store = sql::configured().await;
-        let args = vec![who.tenant.clone(), who.user.clone(), require_loaded(&store)];
-        let answer = redis::eval(Script::Badge, args).await.and_then(reply::badge_only);
-        let badge =
-            or_from_truth(answer, store, |url, version| async move { degraded::badge(&url, &who, version).await })
-                .await?;
+        let store = sql::configured().await?;
+        let badge = Badge { tenant: &who.tenant, user: &who.user, require_loaded: store.is_some() };
+        let answer = redis::run(&badge).await;
+        let whom = &who;
+        let badge = or_from_truth(answer, &store, &who, false, |url, version| async move {
+            degraded::badge_of_user(&url, whom, version).await
+        })
+        .await?;
         Ok(match category {
             Some(only) => {
-                reply::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded)
+                scripts::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded)
             }
             None => badge,
         })
     }
 
     async fn reconcile(tenant: String, scope: UserScope) -> Result<ReconcileReport, Error> {
-        let url = sql::configured().await.ok_or_else(no_sql_store)?;
+        let url = sql::configured().await?.ok_or_else(no_sql_store)?;
         reconcile::run(&url, &tenant, scope).await
     }
 
     async fn delete_conversation(tenant: String, conversation: String, members: Vec<String>) -> Result<u32, Error> {
-        if let Some(url) = sql::configured().await {
-            sql::forget_conversation(&url, &tenant, &conversation).await?;
+        let store = sql::configured().await?;
+        let users = once_each(members, None);
+        if let Some(url) = &store {
+            sql::forget_conversation(url, &tenant, &conversation).await?;
         }
-        let max_conversations = config::max_conversations().await?;
-        let mut args = vec![tenant, conversation, max_conversations.to_string()];
-        args.extend(members_with_sender(members, None));
-        reply::count(redis::eval(Script::Delete, args).await?)
+        leave(&store, &tenant, &conversation, &users).await
     }
 }
 
 bindings::export!(Core with_types_in bindings);
+
+/// The members' state of a conversation goes (left, or deleted).
+async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: &[String]) -> Result<u32, Error> {
+    let limits = Limits::read().await?;
+    let leave = Leave {
+        conversation,
+        max_kept: limits.max_kept,
+        require_loaded: store.is_some(),
+        members: Members { tenant, users },
+    };
+    redis::run(&leave).await
+}
 
 /// What a touch adds to the truth besides the message the app stored: the
 /// sender's read cursor (else a reconcile would count the sender's own
@@ -205,11 +263,46 @@ async fn record_in_truth(url: &str, message: &Message) -> Result<(), Error> {
     sql::record_mentions(url, &message.tenant, &message.conversation, message.seq, sender, &mentioned).await
 }
 
+/// Every member once (the sender always is one), with their role.
+fn roles(message: &Message) -> Vec<(String, Role)> {
+    once_each(message.members.clone(), message.sender.clone())
+        .into_iter()
+        .map(|user| {
+            let role = if message.sender.as_ref() == Some(&user) {
+                Role::Sender
+            } else if message.mentions.contains(&user) {
+                Role::Mentioned
+            } else {
+                Role::Member
+            };
+            (user, role)
+        })
+        .collect()
+}
+
+/// Members a many-user script left to the SQL store: their Redis state is
+/// rebuilt from the truth, which already holds the change.
+async fn answer_from_truth(
+    store: &Option<String>,
+    tenant: &str,
+    users: &[String],
+    limits: Limits,
+) -> Result<(), Error> {
+    match store {
+        Some(url) if !users.is_empty() => reconcile::check(url, tenant, users, limits).await.map(drop),
+        _ => Ok(()),
+    }
+}
+
 /// Redis's answer; with a SQL store, the truth's when Redis did not have the
-/// user (`version`: rebuild it) or could not be reached.
+/// user (`version`: rebuild it) or could not be reached. A write that reached
+/// only SQL marks the user, so that Redis does not answer for them with
+/// what it held before.
 async fn or_from_truth<T, F, Fut>(
     answer: Result<Loaded<T>, Error>,
-    store: Option<String>,
+    store: &Option<String>,
+    who: &Principal,
+    wrote: bool,
     from_truth: F,
 ) -> Result<T, Error>
 where
@@ -218,9 +311,15 @@ where
 {
     match (answer, store) {
         (Ok(Loaded::Ready(value)), _) => Ok(value),
-        (Ok(Loaded::Miss(version)), Some(url)) => from_truth(url, Some(version)).await,
-        (Err(Error::Unavailable(_)), Some(url)) => from_truth(url, None).await,
-        (Ok(Loaded::Miss(_)), None) => Err(reply::malformed()),
+        (Ok(Loaded::Miss(version)), Some(url)) => from_truth(url.clone(), Some(version)).await,
+        (Err(Error::Unavailable(reason)), Some(url)) => {
+            eprintln!("unread: warning: answering tenant={} from SQL: {reason}", who.tenant);
+            if wrote {
+                sql::mark_stale(url, &who.tenant, &who.user).await?;
+            }
+            from_truth(url.clone(), None).await
+        }
+        (Ok(Loaded::Miss(_)), None) => Err(script::malformed()),
         (Err(error), _) => Err(error),
     }
 }
@@ -232,53 +331,19 @@ fn check_exact(value: u64, field: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn flag(on: bool) -> String {
-    if on { "1" } else { "0" }.to_string()
-}
-
-/// With a SQL store, a user whose Redis state was never loaded is a miss.
-fn require_loaded(store: &Option<String>) -> String {
-    if store.is_some() { "1" } else { "0" }.to_string()
-}
-
 fn no_sql_store() -> Error {
     Error::NoSqlStore("this call needs the SQL store: set the sql_url variable".into())
 }
 
-/// Everyone who sees the message, once each; the sender always does.
-fn members_with_sender(members: Vec<String>, sender: Option<String>) -> Vec<String> {
+/// The user has no such conversation.
+fn unknown_conversation(conversation: &str) -> Error {
+    Error::UnknownConversation(format!("no conversation {conversation:?} for this user"))
+}
+
+/// Every user once, in order; `extra` (the sender) joins them.
+fn once_each(users: Vec<String>, extra: Option<String>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
-    members.into_iter().chain(sender).filter(|m| seen.insert(m.clone())).collect()
-}
-
-/// Where a list page ends: `<section>.<score>.<conversation>` of the last
-/// row served (section 1: pinned; URL-safe as it is).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ListCursor {
-    pub section: u8,
-    pub score: u64,
-    pub conversation: String,
-}
-
-fn parse_cursor(cursor: &str) -> Result<ListCursor, Error> {
-    let invalid = || Error::Invalid("cursor is not one this service issued".into());
-    let mut parts = cursor.splitn(3, '.');
-    let (Some(section), Some(score), Some(conversation)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(invalid());
-    };
-    let section = match section {
-        "0" => 0,
-        "1" => 1,
-        _ => return Err(invalid()),
-    };
-    if score.is_empty() || !score.bytes().all(|b| b.is_ascii_digit()) || conversation.is_empty() {
-        return Err(invalid());
-    }
-    let score: u64 = score.parse().map_err(|_| invalid())?;
-    if score > MAX_EXACT {
-        return Err(invalid());
-    }
-    Ok(ListCursor { section, score, conversation: conversation.to_string() })
+    users.into_iter().chain(extra).filter(|m| seen.insert(m.clone())).collect()
 }
 
 #[cfg(test)]
@@ -287,10 +352,11 @@ mod tests {
 
     #[test]
     fn cursors_name_section_score_and_conversation() {
-        let cursor = parse_cursor("1.1764460800123017.c.42").unwrap();
+        let cursor = ListCursor::parse("1.1764460800123017.c.42").unwrap();
         assert_eq!(cursor, ListCursor { section: 1, score: 1764460800123017, conversation: "c.42".into() });
+        assert_eq!(cursor.text(), "1.1764460800123017.c.42");
         for bad in ["", "1", "2.5.c", "0..c", "0.5.", "0.x.c", "0.9007199254740992.c"] {
-            assert!(parse_cursor(bad).is_err(), "{bad}");
+            assert!(ListCursor::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Reconcile: the Redis state of users compared with the truth in SQL and
-//! rewritten, atomically per user, where it differs (seed 000: every ten
-//! minutes, latest seq − read seq; drift beyond a threshold alerts).
+//! rewritten, atomically per user, where it differs (every ten minutes or
+//! so: the newest seq minus the read seq, from the store itself; drift
+//! beyond a threshold is logged).
 //!
 //! Exact under concurrent writes: the users' state versions are read before
 //! the truth, and a user whose version moved meanwhile is left alone and read
@@ -8,11 +9,10 @@
 //! did not see.
 
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
-use crate::config;
+use crate::config::{self, Limits};
 use crate::redis;
-use crate::reply::{self, Rebuilt};
-use crate::scripts::Script;
-use crate::sql::{self, TruthRow};
+use crate::scripts::{Rebuild, Rebuilt, TruthUser, Versions};
+use crate::sql::{self, Truth};
 
 /// Users per Redis script and SQL query.
 const CHUNK: usize = 100;
@@ -27,11 +27,11 @@ pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileR
         UserScope::Users(users) => (users, None),
         UserScope::Walk(after) => walk_members(url, tenant, after).await?,
     };
-    let max_conversations = config::max_conversations().await?;
+    let limits = Limits::read().await?;
     let threshold = u64::from(config::drift_alert_threshold().await?);
     let mut report = ReconcileReport { checked: 0, drifted: 0, fixed: 0, max_drift: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
-        for rebuilt in check(url, tenant, chunk, max_conversations).await? {
+        for rebuilt in check(url, tenant, chunk, limits).await? {
             report.checked += 1;
             report.drifted += u32::from(rebuilt.drifted);
             report.fixed += u32::from(rebuilt.drifted && rebuilt.done);
@@ -55,14 +55,12 @@ pub async fn walk_members(
 }
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.
-pub async fn check(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<Rebuilt>, Error> {
+pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) -> Result<Vec<Rebuilt>, Error> {
     let mut pending: Vec<String> = users.to_vec();
     let mut done = Vec::new();
     for attempt in 1..=ATTEMPTS {
-        let mut args = vec![tenant.to_string()];
-        args.extend(pending.iter().cloned());
-        let versions = reply::texts(redis::eval(Script::Versions, args).await?)?;
-        let truth = sql::truth(url, tenant, &pending, max_conversations).await?;
+        let versions = redis::run(&Versions { tenant, users: &pending }).await?;
+        let truth = sql::truth(url, tenant, &pending, limits).await?;
         let users: Vec<(String, String)> = pending.iter().cloned().zip(versions).collect();
         let mut moved = Vec::new();
         for rebuilt in rebuild(tenant, &users, &truth).await? {
@@ -81,31 +79,17 @@ pub async fn check(url: &str, tenant: &str, users: &[String], max_conversations:
 }
 
 /// Rewrites each (user, expected version) from `truth` where it differs.
-pub async fn rebuild(tenant: &str, users: &[(String, String)], truth: &[TruthRow]) -> Result<Vec<Rebuilt>, Error> {
-    let mut args = vec![tenant.to_string()];
-    for (user, version) in users {
-        let rows: Vec<&TruthRow> = truth.iter().filter(|r| &r.user == user).collect();
-        args.extend([user.clone(), version.clone(), rows.len().to_string()]);
-        for row in rows {
-            args.extend([
-                row.conversation.clone(),
-                row.category.clone(),
-                row.last_seq.to_string(),
-                row.read_seq.to_string(),
-                row.ts.to_string(),
-                row.flags(),
-                seqs(&row.mentions),
-                seqs(&row.recalled),
-                row.preview.clone(),
-            ]);
-        }
-    }
-    reply::rebuilt(redis::eval(Script::Rebuild, args).await?)
-}
-
-/// Seqs as the scripts store them: comma-separated.
-fn seqs(list: &[u64]) -> String {
-    list.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+pub async fn rebuild(tenant: &str, users: &[(String, String)], truth: &Truth) -> Result<Vec<Rebuilt>, Error> {
+    let users = users
+        .iter()
+        .map(|(user, version)| TruthUser {
+            user,
+            version,
+            partial: truth.partial.contains(user),
+            rows: truth.rows.iter().filter(|r| &r.user == user).collect(),
+        })
+        .collect();
+    redis::run(&Rebuild { tenant, users }).await
 }
 
 /// One warning line per conversation whose drift is above the threshold.

@@ -1,55 +1,98 @@
-//! Redis: one `EVALSHA` per call on the instance's cached connection, within
-//! a deadline: a Redis that stops answering (a hung server, a dropped
+//! Redis: one script call per operation on the instance's cached connection,
+//! within a deadline: a Redis that stops answering (a hung server, a dropped
 //! network) makes the call `unavailable` instead of holding the request.
 
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
 use crate::Error;
 use crate::cached::{Slot, with_connection, within};
-use crate::scripts::Script;
+use crate::script::{Call, Lua, Reply, Script};
+use crate::scripts::ForgetLoaded;
+use crate::sql;
 
 thread_local! {
     static CONNECTION: Slot<Connection> = const { Slot::new(None) };
 }
 
-/// Runs `script` with `args` (no KEYS: the scripts derive their keys from the
-/// tenant and user they are given, all within one user's hash tag).
-pub async fn eval(script: Script, args: Vec<String>) -> Result<Vec<RedisResult>, Error> {
-    let args: Vec<RedisParameter> = args.into_iter().map(|a| RedisParameter::Binary(a.into_bytes())).collect();
-    let call = with_connection(&CONNECTION, open, |connection| run(connection, script, &args));
-    let deadline = script.deadline();
-    match within(&CONNECTION, deadline, call).await {
-        Some(result) => result.map_err(|e| Error::Unavailable(format!("redis: {e}"))),
-        None => Err(Error::Unavailable(format!("redis: no answer within {} ms", deadline.as_millis()))),
-    }
+/// Runs `script`: its keys and arguments as it encodes them, its reply as it
+/// decodes it.
+pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    let mut call = Call::default();
+    script.encode(&mut call);
+    let params = params(call);
+    let lua = S::lua();
+    let params = &params;
+    let attempt = with_connection(&CONNECTION, open, |connection| async move { eval(&connection, lua, params).await });
+    let values = match within(&CONNECTION, S::DEADLINE, attempt).await {
+        Some(Ok(values)) => values,
+        Some(Err(e)) => return Err(unavailable(lua, &e.to_string())),
+        None => return Err(unavailable(lua, &format!("no answer within {} ms", S::DEADLINE.as_millis()))),
+    };
+    script.decode(&mut Reply::new(values))
 }
 
-async fn open() -> Result<Connection, RedisError> {
-    let address = spin_sdk::variables::get("redis_url")
-        .await
-        .map_err(|e| RedisError::Other(format!("variable redis_url: {e}")))?;
-    Connection::open(&address).await
+/// Redis could not run the script: logged with the script's name.
+fn unavailable(lua: &Lua, reason: &str) -> Error {
+    eprintln!("unread: error: redis: {}: {reason}", lua.file);
+    Error::Unavailable(format!("redis: {reason}"))
+}
+
+/// `EVALSHA sha numkeys keys... args...`: the number of keys, then the keys,
+/// then the arguments.
+fn params(call: Call) -> Vec<RedisParameter> {
+    let mut params = Vec::with_capacity(1 + call.keys.len() + call.args.len());
+    params.push(RedisParameter::Int64(call.keys.len() as i64));
+    params.extend(call.keys.into_iter().map(|k| RedisParameter::Binary(k.into_bytes())));
+    params.extend(call.args.into_iter().map(RedisParameter::Binary));
+    params
 }
 
 /// `EVALSHA`, then `EVAL` once if Redis does not know the script (after a
 /// restart or `SCRIPT FLUSH`); `EVAL` caches it for the next call.
-async fn run(
-    connection: std::rc::Rc<Connection>,
-    script: Script,
-    args: &[RedisParameter],
-) -> Result<Vec<RedisResult>, RedisError> {
-    let source = script.source();
-    let call = |head: &str| {
-        let mut params = vec![RedisParameter::Binary(head.as_bytes().to_vec()), RedisParameter::Int64(0)];
-        params.extend(args.iter().cloned());
-        params
+async fn eval(connection: &Connection, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, RedisError> {
+    let with = |head: &str| {
+        let mut all = Vec::with_capacity(params.len() + 1);
+        all.push(RedisParameter::Binary(head.as_bytes().to_vec()));
+        all.extend(params.iter().cloned());
+        all
     };
-    match connection.execute("EVALSHA", call(&source.sha1)).await {
-        Err(RedisError::Other(text)) if is_no_script(&text) => connection.execute("EVAL", call(source.text)).await,
+    match connection.execute("EVALSHA", with(&lua.sha1)).await {
+        Err(RedisError::Other(text)) if is_no_script(&text) => connection.execute("EVAL", with(&lua.text)).await,
         other => other,
     }
 }
 
 fn is_no_script(text: &str) -> bool {
     text.contains("NoScript") || text.contains("NOSCRIPT")
+}
+
+/// Opens the instance's connection. With a SQL store, it first hands Redis
+/// the users whose writes reached only SQL while Redis was unreachable (see
+/// [`sql::stale_users`]), so that their next read rebuilds from the truth.
+async fn open() -> Result<Connection, RedisError> {
+    let address = spin_sdk::variables::get("redis_url")
+        .await
+        .map_err(|e| RedisError::Other(format!("variable redis_url: {e:?}")))?;
+    let connection = Connection::open(&address).await?;
+    if let Ok(Some(url)) = sql::configured().await {
+        forget_stale(&connection, &url).await?;
+    }
+    Ok(connection)
+}
+
+/// Applies the stale marks the SQL store holds, a batch at a time. A SQL
+/// store that cannot answer now leaves them for the next connection.
+async fn forget_stale(connection: &Connection, url: &str) -> Result<(), RedisError> {
+    let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
+    let script = ForgetLoaded { users: &users };
+    let mut call = Call::default();
+    script.encode(&mut call);
+    eval(connection, ForgetLoaded::lua(), &params(call)).await?;
+    // Marks written meanwhile stay for the next connection.
+    let _ = sql::forget_stale(url, &stale).await;
+    Ok(())
 }

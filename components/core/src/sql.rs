@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use spin_sdk::{mysql, pg};
 
-use crate::Error;
 use crate::cached::{Slot, with_connection, within};
+use crate::{Error, config};
 
 mod truth;
-pub use truth::{TruthRow, truth};
+pub use truth::{Truth, TruthRow, truth};
 
 enum Store {
     Mysql(mysql::Connection),
@@ -41,9 +41,11 @@ thread_local! {
 const MIGRATION_MYSQL: &str = include_str!("sql/mysql.sql");
 const MIGRATION_POSTGRES: &str = include_str!("sql/postgres.sql");
 
-/// The store's address, or None when unread runs cache-only.
-pub async fn configured() -> Option<String> {
-    spin_sdk::variables::get("sql_url").await.ok().map(|u| u.trim().to_string()).filter(|u| !u.is_empty())
+/// The store's address, or None when unread runs cache-only (`sql_url`
+/// empty, or not declared by the component). A variable that cannot be read
+/// is an error: a request must not silently run cache-only.
+pub async fn configured() -> Result<Option<String>, Error> {
+    Ok(config::text("sql_url").await?.map(|u| u.trim().to_string()).filter(|u| !u.is_empty()))
 }
 
 /// Moves a read cursor forward in SQL (never back): `GREATEST`.
@@ -54,6 +56,16 @@ pub async fn advance_cursor(url: &str, tenant: &str, user: &str, conversation: &
 /// Moves many (user, conversation, seq) read cursors forward in one
 /// statement; a mark-unread flag goes with any read.
 pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)]) -> Result<(), Error> {
+    upsert_cursors(url, tenant, cursors, true).await
+}
+
+/// Like [`advance_cursors`], for members who joined: the members' own
+/// mark-unread flags stay (a replayed join changes nothing they set).
+pub async fn join_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)]) -> Result<(), Error> {
+    upsert_cursors(url, tenant, cursors, false).await
+}
+
+async fn upsert_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)], read: bool) -> Result<(), Error> {
     if cursors.is_empty() {
         return Ok(());
     }
@@ -64,7 +76,76 @@ pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String
             [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)]
         })
         .collect();
-    execute(url, |store| advance_statement(store, cursors.len()), params).await
+    execute(url, |store| advance_statement(store, cursors.len(), read), params).await
+}
+
+/// Removes what unread recorded of members who left a conversation.
+pub async fn forget_members(url: &str, tenant: &str, conversation: &str, users: &[String]) -> Result<(), Error> {
+    if users.is_empty() {
+        return Ok(());
+    }
+    for table in ["unread_read_cursors", "unread_mentions"] {
+        let statement = |store: &Store| {
+            let users = (0..users.len()).map(|i| store.placeholder(i + 3)).collect::<Vec<_>>().join(", ");
+            format!(
+                "DELETE FROM {table} WHERE tenant = {} AND conversation = {} AND user_id IN ({users})",
+                store.placeholder(1),
+                store.placeholder(2)
+            )
+        };
+        let mut params = vec![text(tenant), text(conversation)];
+        params.extend(users.iter().map(|u| text(u)));
+        execute(url, statement, params).await?;
+    }
+    Ok(())
+}
+
+/// A user whose write reached the SQL store while Redis was unreachable.
+pub struct Stale {
+    pub tenant: String,
+    pub user: String,
+    since: i64,
+}
+
+/// Marks a user whose write reached only the SQL store: Redis still holds
+/// what it had before, so the next Redis connection makes the user's next
+/// read rebuild from the truth (see `redis::open`).
+pub async fn mark_stale(url: &str, tenant: &str, user: &str) -> Result<(), Error> {
+    let params = vec![text(tenant), text(user), Param::Int(now_ms())];
+    execute(url, |store| insert_new(store, "unread_stale_users (tenant, user_id, since)", 3, 1), params).await
+}
+
+/// Users marked stale, oldest first, a batch at a time.
+pub async fn stale_users(url: &str) -> Result<Vec<Stale>, Error> {
+    let statement = |store: &Store| match store {
+        Store::Mysql(_) => "SELECT CAST(tenant AS CHAR), CAST(user_id AS CHAR), since FROM unread_stale_users \
+             ORDER BY since LIMIT 100"
+            .to_string(),
+        Store::Postgres(_) => "SELECT tenant, user_id, since FROM unread_stale_users ORDER BY since LIMIT 100".into(),
+    };
+    let rows = query(url, statement, Vec::new()).await?;
+    rows.into_iter()
+        .map(|row| match <[Value; 3]>::try_from(row) {
+            Ok([Value::Text(tenant), Value::Text(user), Value::Int(since)]) => Ok(Stale { tenant, user, since }),
+            _ => Err(malformed("unread_stale_users")),
+        })
+        .collect()
+}
+
+/// Removes stale marks that were applied (a mark renewed meanwhile stays).
+pub async fn forget_stale(url: &str, stale: &[Stale]) -> Result<(), Error> {
+    for mark in stale {
+        let statement = |store: &Store| {
+            format!(
+                "DELETE FROM unread_stale_users WHERE tenant = {} AND user_id = {} AND since = {}",
+                store.placeholder(1),
+                store.placeholder(2),
+                store.placeholder(3)
+            )
+        };
+        execute(url, statement, vec![text(&mark.tenant), text(&mark.user), Param::Int(mark.since)]).await?;
+    }
+    Ok(())
 }
 
 /// Removes everything unread recorded of a conversation (it was deleted).
@@ -196,22 +277,26 @@ fn value_rows(store: &Store, columns: usize, rows: usize) -> String {
         .join(", ")
 }
 
-fn advance_statement(store: &Store, rows: usize) -> String {
+fn advance_statement(store: &Store, rows: usize, read: bool) -> String {
     let values = value_rows(store, 5, rows);
+    // A read clears the mark-unread flag; a join does not.
+    let marked = if read { "0" } else { "marked_unread" };
     match store {
         // updated_at first: MySQL assigns left to right.
         Store::Mysql(_) => format!(
             "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, updated_at) \
              VALUES {values} ON DUPLICATE KEY UPDATE \
-             updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread = 1, VALUES(updated_at), updated_at), \
-             read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = 0"
+             updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread <> {marked}, VALUES(updated_at), updated_at), \
+             read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = {marked}"
         ),
         Store::Postgres(_) => format!(
             "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) \
              VALUES {values} ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
-             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = 0, \
-             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread = 1 \
-               THEN EXCLUDED.updated_at ELSE c.updated_at END"
+             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = {}, \
+             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread <> {} \
+               THEN EXCLUDED.updated_at ELSE c.updated_at END",
+            if read { "0" } else { "c.marked_unread" },
+            if read { "0" } else { "c.marked_unread" },
         ),
     }
 }
@@ -402,8 +487,8 @@ mod tests {
 
     #[test]
     fn migrations_split_into_statements() {
-        assert_eq!(statements(MIGRATION_MYSQL).len(), 3);
-        assert_eq!(statements(MIGRATION_POSTGRES).len(), 4);
+        assert_eq!(statements(MIGRATION_MYSQL).len(), 4);
+        assert_eq!(statements(MIGRATION_POSTGRES).len(), 5);
         assert!(statements(MIGRATION_POSTGRES).iter().all(|s| s.starts_with("CREATE")));
     }
 }

@@ -34,3 +34,12 @@ CREATE TABLE IF NOT EXISTS unread_mentions (
   sender VARBINARY(64) NOT NULL,
   PRIMARY KEY (tenant, conversation, seq, user_id)
 );
+
+-- Users whose write reached this store while Redis was unreachable: the
+-- next Redis connection makes their next read rebuild from the truth.
+CREATE TABLE IF NOT EXISTS unread_stale_users (
+  tenant VARBINARY(64) NOT NULL,
+  user_id VARBINARY(64) NOT NULL,
+  since BIGINT NOT NULL,
+  PRIMARY KEY (tenant, user_id, since)
+);

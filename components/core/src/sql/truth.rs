@@ -1,16 +1,19 @@
 //! The truth of users' conversations, read from the app's views and
 //! unread's own tables: what Redis must hold, and what degraded answers give.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Param, Store, Value, malformed, query, text};
 use crate::Error;
+use crate::config::Limits;
+use crate::state::{self, Counts};
 
 /// One conversation of one user, as the truth has it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TruthRow {
     pub user: String,
     pub conversation: String,
+    /// Empty for a conversation without messages yet.
     pub category: String,
     pub last_seq: u64,
     pub read_seq: u64,
@@ -20,128 +23,146 @@ pub struct TruthRow {
     pub muted: bool,
     pub pinned: bool,
     pub marked_unread: bool,
-    /// Seqs above the read cursor that mention the user, ascending.
+    /// Seqs above the read cursor that mention the user (not recalled), ascending.
     pub mentions: Vec<u64>,
     /// Seqs above the read cursor that were recalled, ascending.
     pub recalled: Vec<u64>,
+    /// In the user's list (else kept: trimmed, or no message yet).
+    pub listed: bool,
 }
 
-/// What one conversation counts, as the scripts' `counted` does.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Counted {
-    pub unread: u64,
-    /// What the badge total counts: 0 when muted, 1 for a mark without unread.
-    pub badge: u64,
-    /// Unread of a muted conversation.
-    pub muted: u64,
-    pub mentions: u64,
+/// The truth of some users.
+pub struct Truth {
+    /// Their conversations: the listed ones, then the kept ones, each in
+    /// list order.
+    pub rows: Vec<TruthRow>,
+    /// Users whose truth holds more than the rows (beyond what is kept).
+    pub partial: HashSet<String>,
 }
 
 impl TruthRow {
-    /// The list score, as the scripts compute it (seed 000).
+    /// The list score, as touch computes it.
     pub fn score(&self) -> u64 {
-        self.ts * 1000 + self.last_seq % 1000
+        state::score(self.ts, self.last_seq)
     }
 
-    /// The flags as the scripts write them: m muted, p pinned, u marked unread.
-    pub fn flags(&self) -> String {
-        [(self.muted, 'm'), (self.pinned, 'p'), (self.marked_unread, 'u')]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, c)| *c)
-            .collect()
+    /// Where the row stands (greater first): listed, then pinned, then the
+    /// newest; as the list orders them.
+    pub fn order(&self) -> (bool, bool, u64, &str) {
+        (self.listed, self.pinned, self.score(), &self.conversation)
     }
 
-    pub fn counted(&self) -> Counted {
-        let counts = |s: &u64| *s > self.read_seq && *s <= self.last_seq;
-        let recalled = self.recalled.iter().filter(|s| counts(s)).count() as u64;
-        let unread = self.last_seq.saturating_sub(self.read_seq).saturating_sub(recalled);
-        let mentions = self.mentions.iter().filter(|s| counts(s) && !self.recalled.contains(s)).count() as u64;
-        let badge = match (self.muted, self.marked_unread && unread == 0) {
-            (true, _) => 0,
-            (false, true) => 1,
-            (false, false) => unread,
-        };
-        Counted { unread, badge, muted: if self.muted { unread } else { 0 }, mentions }
+    /// What the row counts by.
+    pub fn counts(&self) -> Counts {
+        let between = |s: &&u64| **s > self.read_seq && **s <= self.last_seq;
+        Counts {
+            last: self.last_seq,
+            read: self.read_seq,
+            mentions: self.mentions.iter().filter(between).count() as u64,
+            recalled: self.recalled.iter().filter(between).count() as u64,
+            muted: self.muted,
+            marked_unread: self.marked_unread,
+        }
+    }
+
+    /// A row to test encoders with.
+    #[cfg(test)]
+    pub fn sample() -> TruthRow {
+        TruthRow {
+            user: "u2".into(),
+            conversation: "c1".into(),
+            category: "chat".into(),
+            last_seq: 5,
+            read_seq: 2,
+            ts: 1,
+            preview: "{}".into(),
+            muted: false,
+            pinned: false,
+            marked_unread: false,
+            mentions: Vec::new(),
+            recalled: Vec::new(),
+            listed: true,
+        }
     }
 }
 
-/// The `max_conversations` conversations each of `users` keeps (pinned
-/// ones, then the newest, as the scripts trim), with their read cursors,
-/// settings, mentions and recalls.
-pub async fn truth(url: &str, tenant: &str, users: &[String], max_conversations: u32) -> Result<Vec<TruthRow>, Error> {
+/// Each of `users`' conversations as the scripts would hold them: the
+/// `max_conversations` listed (pinned ones, then the newest, as touch
+/// trims), then up to `max_kept` more with what they keep (cursors,
+/// settings, mentions and recalls above the cursor).
+pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) -> Result<Truth, Error> {
     if users.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Truth { rows: Vec::new(), partial: HashSet::new() });
     }
+    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
     let mut params = vec![text(tenant)];
     params.extend(users.iter().map(|u| text(u)));
-    params.push(Param::Int(max_conversations.into()));
-    let mut rows: Vec<TruthRow> = query(url, |store| heads_statement(store, users.len()), params)
-        .await?
+    params.push(Param::Int(wanted as i64));
+    let rows = query(url, |store| heads_statement(store, users.len()), params).await?;
+    let mut per_user: HashMap<String, u64> = HashMap::new();
+    let mut rows: Vec<TruthRow> = rows
         .into_iter()
-        .map(truth_row)
-        .collect::<Result<_, _>>()?;
+        .map(|row| {
+            let (row, rank) = truth_row(row)?;
+            let count = per_user.entry(row.user.clone()).or_default();
+            *count += 1;
+            let listed = rank <= u64::from(limits.max_conversations) && row.last_seq > 0;
+            Ok(TruthRow { listed, ..row })
+        })
+        .collect::<Result<_, Error>>()?;
+    let partial = per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user).collect();
     let marks = marks(url, tenant, users).await?;
     for row in &mut rows {
-        let above = |s: &u64| *s > row.read_seq;
-        row.recalled = marks.recalled.get(&row.conversation).into_iter().flatten().copied().filter(above).collect();
-        row.mentions = marks
-            .mentions
-            .get(&row.conversation)
-            .into_iter()
-            .flatten()
-            .filter(|m| {
-                (m.user == row.user || m.user == "*") && m.sender != row.user && above(&m.seq) && m.seq <= row.last_seq
-            })
-            .map(|m| m.seq)
-            .collect();
-        row.recalled.dedup();
-        row.mentions.dedup();
+        let key = (row.user.clone(), row.conversation.clone());
+        let (mut mentions, mut recalled) = marks.get(&key).cloned().unwrap_or_default();
+        recalled.sort_unstable();
+        recalled.dedup();
+        mentions.retain(|s| !recalled.contains(s));
+        mentions.sort_unstable();
+        mentions.dedup();
+        (row.mentions, row.recalled) = (mentions, recalled);
     }
-    Ok(rows)
+    // Kept rows that hold nothing a fresh state would not: left out.
+    rows.retain(|r| {
+        r.listed || r.read_seq > 0 || r.muted || r.marked_unread || !r.recalled.is_empty() || !r.mentions.is_empty()
+    });
+    rows.sort_by(|a, b| b.order().cmp(&a.order()));
+    Ok(Truth { rows, partial })
 }
 
-struct Mention {
-    seq: u64,
-    user: String,
-    sender: String,
-}
-
-/// Recalls and mentions of the users' conversations, by conversation, seqs ascending.
-#[derive(Default)]
-struct Marks {
-    recalled: HashMap<String, Vec<u64>>,
-    mentions: HashMap<String, Vec<Mention>>,
-}
+/// (mention seqs, recalled seqs) above each (user, conversation)'s cursor.
+type Marks = HashMap<(String, String), (Vec<u64>, Vec<u64>)>;
 
 async fn marks(url: &str, tenant: &str, users: &[String]) -> Result<Marks, Error> {
     // In the order the statement's placeholders occur.
-    let users_params = || users.iter().map(|u| text(u));
-    let mut params = vec![text(tenant), text(tenant)];
-    params.extend(users_params());
-    params.extend([text(tenant), text(tenant)]);
-    params.extend(users_params());
-    params.extend(users_params());
-    let mut marks = Marks::default();
+    let mut params = vec![text(tenant)];
+    params.extend(users.iter().map(|u| text(u)));
+    params.push(text(tenant));
+    params.extend(users.iter().map(|u| text(u)));
+    let mut marks = Marks::new();
     for row in query(url, |store| marks_statement(store, users.len()), params).await? {
         let mut values = row.into_iter();
         let mut next_text = || match values.next() {
             Some(Value::Text(t)) => Ok(t),
             _ => Err(malformed("unread_recalls / unread_mentions")),
         };
-        let (kind, conversation, user, sender) = (next_text()?, next_text()?, next_text()?, next_text()?);
+        let (kind, user, conversation) = (next_text()?, next_text()?, next_text()?);
         let seq = match values.next() {
             Some(Value::Int(n)) if n > 0 => n as u64,
             _ => return Err(malformed("seq")),
         };
+        let entry = marks.entry((user, conversation)).or_default();
         match kind.as_str() {
-            "r" => marks.recalled.entry(conversation).or_default().push(seq),
-            _ => marks.mentions.entry(conversation).or_default().push(Mention { seq, user, sender }),
+            "r" => entry.1.push(seq),
+            _ => entry.0.push(seq),
         }
     }
     Ok(marks)
 }
 
+/// The users' member conversations in list order (pinned, then newest; one
+/// without messages last), the first `wanted` of each user with their rank.
+/// Placeholders: tenant, users, wanted.
 fn heads_statement(store: &Store, users: usize) -> String {
     let user_list = (0..users).map(|i| store.placeholder(i + 2)).collect::<Vec<_>>().join(", ");
     let (as_text, as_key) = match store {
@@ -149,27 +170,29 @@ fn heads_statement(store: &Store, users: usize) -> String {
         Store::Postgres(_) => ("h.preview::text", "m.user_id"),
     };
     format!(
-        "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread FROM (\
-           SELECT {as_key} AS user_id, h.conversation AS conversation, h.category AS category, \
-                  h.last_seq AS last_seq, h.last_ts AS last_ts, {as_text} AS preview, \
+        "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn \
+         FROM (\
+           SELECT {as_key} AS user_id, m.conversation AS conversation, COALESCE(h.category, '') AS category, \
+                  COALESCE(h.last_seq, 0) AS last_seq, COALESCE(h.last_ts, 0) AS last_ts, {as_text} AS preview, \
                   COALESCE(r.read_seq, 0) AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
                   ROW_NUMBER() OVER (PARTITION BY m.user_id ORDER BY COALESCE(r.pinned, 0) DESC, \
-                    h.last_ts * 1000 + MOD(h.last_seq, 1000) DESC, h.conversation DESC) AS rn \
+                    COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, m.conversation DESC) AS rn \
            FROM unread_memberships m \
-           JOIN unread_conversation_heads h ON h.tenant = m.tenant AND h.conversation = m.conversation \
+           LEFT JOIN unread_conversation_heads h \
+             ON h.tenant = m.tenant AND h.conversation = m.conversation AND h.last_seq > 0 \
            LEFT JOIN unread_read_cursors r \
              ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
-           WHERE m.tenant = {tenant} AND m.user_id IN ({user_list}) AND h.last_seq > 0\
-         ) t WHERE rn <= {max}",
+           WHERE m.tenant = {tenant} AND m.user_id IN ({user_list})\
+         ) t WHERE rn <= {wanted}",
         tenant = store.placeholder(1),
-        max = store.placeholder(users + 2),
+        wanted = store.placeholder(users + 2),
     )
 }
 
-/// (kind 'r' | 'm', conversation, user, sender, seq) of the users'
-/// conversations, seqs ascending. Placeholders, in order: tenant, tenant,
-/// users (recalls); tenant, tenant, users, users (mentions).
+/// (kind 'r' | 'm', user, conversation, seq) of the users' member
+/// conversations, above each user's cursor (a mention never counts for its
+/// sender). Placeholders: tenant, users (recalls); tenant, users (mentions).
 fn marks_statement(store: &Store, users: usize) -> String {
     let counter = std::cell::Cell::new(0);
     let next = || {
@@ -181,62 +204,58 @@ fn marks_statement(store: &Store, users: usize) -> String {
         Store::Mysql(_) => format!("CAST({column} AS BINARY)"),
         Store::Postgres(_) => column.to_string(),
     };
-    let members = |tenant: String| {
-        let users = list();
-        format!(
-            "SELECT {} FROM unread_memberships m WHERE m.tenant = {tenant} AND m.user_id IN ({users})",
-            as_key("m.conversation")
-        )
-    };
+    let cursor = "LEFT JOIN unread_read_cursors r \
+                    ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation";
     let recalls = format!(
-        "SELECT 'r' AS kind, {} AS conversation, '' AS user_id, '' AS sender, x.seq AS seq FROM unread_recalls x \
-           WHERE x.tenant = {} AND x.conversation IN ({})",
+        "SELECT 'r' AS kind, {} AS user_id, {} AS conversation, x.seq AS seq FROM unread_recalls x \
+           JOIN unread_memberships m ON m.tenant = x.tenant AND m.conversation = x.conversation {cursor} \
+           WHERE x.tenant = {} AND m.user_id IN ({}) AND x.seq > COALESCE(r.read_seq, 0)",
+        as_key("m.user_id"),
         as_key("x.conversation"),
         next(),
-        members(next()),
-    );
-    let mentions = format!(
-        "SELECT 'm', {}, {}, {}, y.seq FROM unread_mentions y \
-           WHERE y.tenant = {} AND y.conversation IN ({}) AND (y.user_id = '*' OR y.user_id IN ({}))",
-        as_key("y.conversation"),
-        as_key("y.user_id"),
-        as_key("y.sender"),
-        next(),
-        members(next()),
         list(),
     );
-    format!("{recalls} UNION ALL {mentions} ORDER BY seq")
+    let mentions = format!(
+        "SELECT 'm', {}, {}, y.seq FROM unread_mentions y \
+           JOIN unread_memberships m ON m.tenant = y.tenant AND m.conversation = y.conversation \
+             AND (y.user_id = m.user_id OR y.user_id = '*') {cursor} \
+           WHERE y.tenant = {} AND m.user_id IN ({}) AND y.seq > COALESCE(r.read_seq, 0) AND y.sender <> m.user_id",
+        as_key("m.user_id"),
+        as_key("y.conversation"),
+        next(),
+        list(),
+    );
+    format!("{recalls} UNION ALL {mentions}")
 }
 
-fn truth_row(row: Vec<Value>) -> Result<TruthRow, Error> {
+/// A row of [`heads_statement`] and its rank.
+fn truth_row(row: Vec<Value>) -> Result<(TruthRow, u64), Error> {
     let mut values = row.into_iter();
-    let mut next_text = |what: &str| match values.next() {
+    let mut next = || values.next();
+    let text = |value: Option<Value>, what: &str| match value {
         Some(Value::Text(t)) => Ok(t),
         _ => Err(malformed(what)),
     };
-    let user = next_text("user_id")?;
-    let conversation = next_text("conversation")?;
-    let category = next_text("category")?;
-    let mut number = |what: &str| match values.next() {
+    let number = |value: Option<Value>, what: &str| match value {
         Some(Value::Int(n)) if n >= 0 => Ok(n as u64),
         _ => Err(malformed(what)),
     };
-    let last_seq = number("last_seq")?;
-    let ts = number("last_ts")?;
-    let preview = match values.next() {
+    let user = text(next(), "user_id")?;
+    let conversation = text(next(), "conversation")?;
+    let category = text(next(), "category")?;
+    let last_seq = number(next(), "last_seq")?;
+    let ts = number(next(), "last_ts")?;
+    let preview = match next() {
         Some(Value::Text(t)) => compact_preview(&t),
         Some(Value::Null) => "{}".to_string(),
         _ => return Err(malformed("preview")),
     };
-    let mut number = |what: &str| match values.next() {
-        Some(Value::Int(n)) if n >= 0 => Ok(n as u64),
-        _ => Err(malformed(what)),
-    };
-    let read_seq = number("read_seq")?;
-    let muted = number("muted")? == 1;
-    let pinned = number("pinned")? == 1;
-    let marked_unread = number("marked_unread")? == 1;
-    Ok(TruthRow {
+    let read_seq = number(next(), "read_seq")?;
+    let muted = number(next(), "muted")? == 1;
+    let pinned = number(next(), "pinned")? == 1;
+    let marked_unread = number(next(), "marked_unread")? == 1;
+    let rank = number(next(), "rank")?;
+    let row = TruthRow {
         user,
         conversation,
         category,
@@ -249,7 +268,9 @@ fn truth_row(row: Vec<Value>) -> Result<TruthRow, Error> {
         marked_unread,
         mentions: Vec::new(),
         recalled: Vec::new(),
-    })
+        listed: false,
+    };
+    Ok((row, rank))
 }
 
 /// The preview as touch stores it: compact JSON (order kept).
@@ -264,23 +285,6 @@ fn compact_preview(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn row(last_seq: u64, read_seq: u64) -> TruthRow {
-        TruthRow {
-            user: "u2".into(),
-            conversation: "c1".into(),
-            category: "chat".into(),
-            last_seq,
-            read_seq,
-            ts: 1,
-            preview: "{}".into(),
-            muted: false,
-            pinned: false,
-            marked_unread: false,
-            mentions: Vec::new(),
-            recalled: Vec::new(),
-        }
-    }
-
     #[test]
     fn previews_are_compacted_like_touch_stores_them() {
         assert_eq!(compact_preview("{ \"b\": 1,  \"a\": \"x\" }"), r#"{"b":1,"a":"x"}"#);
@@ -288,19 +292,10 @@ mod tests {
     }
 
     #[test]
-    fn recalls_and_mentions_count_only_between_the_cursor_and_the_last_message() {
-        let mut r = TruthRow { recalled: vec![3, 9], mentions: vec![3, 4, 9], ..row(5, 2) };
-        assert_eq!(r.counted(), Counted { unread: 2, badge: 2, muted: 0, mentions: 1 });
-        r.muted = true;
-        assert_eq!(r.counted(), Counted { unread: 2, badge: 0, muted: 2, mentions: 1 });
-    }
-
-    #[test]
-    fn a_mark_counts_one_only_without_unread_and_unmuted() {
-        let marked = TruthRow { marked_unread: true, ..row(5, 5) };
-        assert_eq!(marked.counted().badge, 1);
-        assert_eq!(TruthRow { marked_unread: true, ..row(5, 3) }.counted().badge, 2);
-        assert_eq!(TruthRow { muted: true, ..marked.clone() }.counted().badge, 0);
-        assert_eq!(TruthRow { muted: true, pinned: true, ..marked }.flags(), "mpu");
+    fn counts_take_marks_between_the_cursor_and_the_last_message() {
+        let row = TruthRow { recalled: vec![3, 9], mentions: vec![4, 5], ..TruthRow::sample() };
+        let counts = row.counts();
+        assert_eq!((counts.mentions, counts.recalled), (2, 1));
+        assert_eq!(counts.counted().unread, 2);
     }
 }

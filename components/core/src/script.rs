@@ -1,0 +1,249 @@
+//! The seam between Rust and Lua: every script is a typed value.
+//!
+//! Each script in `scripts/` is a `.lua` file whose header declares its
+//! calling convention (`declare { keys = ..., args = ..., each = ... }` in
+//! `prelude.lua`), and a Rust type beside it that implements [`Script`]: it
+//! encodes its keys and named arguments into a [`Call`] and decodes the
+//! script's reply. A unit test runs every encoder against its header, and
+//! `declare` itself refuses a call whose keys and arguments do not fit, so
+//! the two sides cannot drift apart. [`crate::redis::run`] sends a script.
+
+use std::time::Duration;
+
+use spin_sdk::redis::RedisResult;
+
+use crate::Error;
+
+/// A script's full text (the prelude, then the script) and the SHA1 that
+/// `EVALSHA` names it by.
+pub struct Lua {
+    /// The script's file name in `scripts/`.
+    pub file: &'static str,
+    /// The text sent to Redis.
+    pub text: String,
+    /// Its SHA1, hex.
+    pub sha1: String,
+}
+
+/// The prelude every script starts with.
+pub const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+impl Lua {
+    /// The script `file` with the prelude prepended.
+    pub fn new(file: &'static str, body: &str) -> Self {
+        let text = format!("{PRELUDE}\n{body}");
+        let sha1 = sha1_smol::Sha1::from(&text).digest().to_string();
+        Lua { file, text, sha1 }
+    }
+}
+
+/// The [`Lua`] of a file in `scripts/`, built once.
+macro_rules! lua {
+    ($file:literal) => {{
+        static LUA: std::sync::LazyLock<$crate::script::Lua> =
+            std::sync::LazyLock::new(|| $crate::script::Lua::new($file, include_str!($file)));
+        &*LUA
+    }};
+}
+pub(crate) use lua;
+
+/// A Lua script and its calling convention.
+pub trait Script {
+    /// The decoded reply.
+    type Reply;
+
+    /// How long a call may wait for Redis: the per-user scripts answer in
+    /// milliseconds; the batch scripts of reconcile and clear-category get
+    /// longer.
+    const DEADLINE: Duration = Duration::from_secs(2);
+
+    /// The script's text.
+    fn lua() -> &'static Lua;
+
+    /// Appends the keys and arguments, as the script's header names them.
+    fn encode(&self, call: &mut Call);
+
+    /// Decodes the script's (flattened) reply to this call.
+    fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error>;
+}
+
+/// The keys and arguments of one script call, with the names they were
+/// given (what the unit test compares with the script's header).
+#[derive(Default)]
+pub struct Call {
+    /// `KEYS`, in order.
+    pub keys: Vec<String>,
+    /// `ARGV`, in order.
+    pub args: Vec<Vec<u8>>,
+    #[cfg(test)]
+    names: Names,
+}
+
+/// The names a call was encoded with: fixed keys and arguments, then those
+/// of one repeated item (recorded in test builds, for the header test).
+#[cfg(test)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    /// Fixed keys.
+    pub keys: Vec<&'static str>,
+    /// Fixed arguments.
+    pub args: Vec<&'static str>,
+    /// The keys of each item.
+    pub each_keys: Vec<&'static str>,
+    /// The arguments of each item.
+    pub each_args: Vec<&'static str>,
+}
+
+/// A value a script takes as an argument.
+pub trait Arg {
+    /// Its bytes in `ARGV`.
+    fn into_arg(self) -> Vec<u8>;
+}
+
+impl Arg for &str {
+    fn into_arg(self) -> Vec<u8> {
+        self.as_bytes().to_vec()
+    }
+}
+
+impl Arg for String {
+    fn into_arg(self) -> Vec<u8> {
+        self.into_bytes()
+    }
+}
+
+impl Arg for &String {
+    fn into_arg(self) -> Vec<u8> {
+        self.as_bytes().to_vec()
+    }
+}
+
+impl Arg for u64 {
+    fn into_arg(self) -> Vec<u8> {
+        self.to_string().into_bytes()
+    }
+}
+
+impl Arg for u32 {
+    fn into_arg(self) -> Vec<u8> {
+        self.to_string().into_bytes()
+    }
+}
+
+/// Flags are '1' or '0'.
+impl Arg for bool {
+    fn into_arg(self) -> Vec<u8> {
+        vec![if self { b'1' } else { b'0' }]
+    }
+}
+
+impl Call {
+    /// A fixed key.
+    pub fn key(&mut self, name: &'static str, key: String) {
+        self.keys.push(key);
+        #[cfg(test)]
+        self.names.keys.push(name);
+        let _ = name;
+    }
+
+    /// A fixed argument.
+    pub fn arg(&mut self, name: &'static str, value: impl Arg) {
+        self.args.push(value.into_arg());
+        #[cfg(test)]
+        self.names.args.push(name);
+        let _ = name;
+    }
+
+    /// One repeated item per element of `items` (after every fixed key and
+    /// argument), each encoded by `encode`.
+    pub fn each<T>(&mut self, items: impl IntoIterator<Item = T>, mut encode: impl FnMut(&mut Call, T)) {
+        for (index, item) in items.into_iter().enumerate() {
+            let mut one = Call::default();
+            encode(&mut one, item);
+            #[cfg(test)]
+            if index == 0 {
+                self.names.each_keys = one.names.keys;
+                self.names.each_args = one.names.args;
+            }
+            let _ = index;
+            self.keys.extend(one.keys);
+            self.args.extend(one.args);
+        }
+    }
+
+    /// The names the call was encoded with.
+    #[cfg(test)]
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+}
+
+/// Reads a flat reply front to back (Spin flattens nested replies).
+pub struct Reply(std::vec::IntoIter<RedisResult>);
+
+impl Reply {
+    /// A reader over `values`.
+    pub fn new(values: Vec<RedisResult>) -> Self {
+        Reply(values.into_iter())
+    }
+
+    /// Whether anything is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// The next value as text.
+    pub fn text(&mut self) -> Result<String, Error> {
+        match self.0.next() {
+            Some(RedisResult::Binary(bytes)) => String::from_utf8(bytes).map_err(|_| malformed()),
+            Some(RedisResult::Status(text)) => Ok(text),
+            Some(RedisResult::Int64(n)) => Ok(n.to_string()),
+            _ => Err(malformed()),
+        }
+    }
+
+    /// The next value as a signed number.
+    pub fn signed(&mut self) -> Result<i64, Error> {
+        match self.0.next() {
+            Some(RedisResult::Int64(n)) => Ok(n),
+            Some(RedisResult::Binary(bytes)) => {
+                std::str::from_utf8(&bytes).ok().and_then(|t| t.parse().ok()).ok_or_else(malformed)
+            }
+            _ => Err(malformed()),
+        }
+    }
+
+    /// The next value as a count or seq.
+    pub fn number(&mut self) -> Result<u64, Error> {
+        u64::try_from(self.signed()?).map_err(|_| malformed())
+    }
+
+    /// The next value as a flag (0 or 1).
+    pub fn flag(&mut self) -> Result<bool, Error> {
+        match self.number()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(malformed()),
+        }
+    }
+
+    /// A count, then that many texts.
+    pub fn texts(&mut self) -> Result<Vec<String>, Error> {
+        let n = self.number()?;
+        (0..n).map(|_| self.text()).collect()
+    }
+
+    /// Every text left.
+    pub fn rest(&mut self) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        while !self.is_empty() {
+            out.push(self.text()?);
+        }
+        Ok(out)
+    }
+}
+
+/// A script answered something it never sends.
+pub fn malformed() -> Error {
+    Error::Unavailable("redis: unexpected script reply".into())
+}

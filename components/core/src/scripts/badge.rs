@@ -1,0 +1,31 @@
+//! `badge.lua`: the user's badge.
+
+use crate::Error;
+use crate::bindings::unread::core::types::AppBadge;
+use crate::keys::UserKeys;
+use crate::script::{Call, Lua, Reply, Script, lua, malformed};
+use crate::scripts::Loaded;
+
+/// The badge of `user`.
+pub struct Badge<'a> {
+    pub tenant: &'a str,
+    pub user: &'a str,
+    pub require_loaded: bool,
+}
+
+impl Script for Badge<'_> {
+    type Reply = Loaded<AppBadge>;
+
+    fn lua() -> &'static Lua {
+        lua!("badge.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        UserKeys::new(self.tenant, self.user).encode(call);
+        call.arg("require_loaded", self.require_loaded);
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
+        reply.loaded(|reply, status| if status == "ok" { reply.badge() } else { Err(malformed()) })
+    }
+}

@@ -1,0 +1,42 @@
+//! `category_inventory.lua`: what clearing a category would clear.
+
+use std::time::Duration;
+
+use crate::Error;
+use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::scripts::Members;
+
+/// The inventory of `category` for the members.
+pub struct CategoryInventory<'a> {
+    pub category: &'a str,
+    pub members: Members<'a>,
+}
+
+/// Per user: (user, [(conversation, last seq, unread)]).
+pub type Inventory = Vec<(String, Vec<(String, u64, u64)>)>;
+
+impl Script for CategoryInventory<'_> {
+    type Reply = Inventory;
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn lua() -> &'static Lua {
+        lua!("category_inventory.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("category", self.category);
+        self.members.encode(call, |_, _| {});
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Inventory, Error> {
+        let mut users = Vec::new();
+        while !reply.is_empty() {
+            let user = reply.text()?;
+            let n = reply.number()?;
+            let rows =
+                (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+            users.push((user, rows));
+        }
+        Ok(users)
+    }
+}

@@ -1,0 +1,48 @@
+//! `clear_category.lua`: reads a category up to the seqs an inventory found.
+
+use std::time::Duration;
+
+use crate::Error;
+use crate::keys::{UserKeys, events_channel};
+use crate::script::{Call, Lua, Reply, Script, lua};
+
+/// One conversation of one user to read up to `seq`.
+pub struct Clearing<'a> {
+    pub user: &'a str,
+    pub conversation: &'a str,
+    pub seq: u64,
+}
+
+/// Clears `category` for the conversations listed (a user's together).
+pub struct ClearCategory<'a> {
+    pub tenant: &'a str,
+    pub category: &'a str,
+    pub max_kept: u32,
+    pub clearings: Vec<Clearing<'a>>,
+}
+
+impl Script for ClearCategory<'_> {
+    /// How many conversations changed.
+    type Reply = u64;
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn lua() -> &'static Lua {
+        lua!("clear_category.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("category", self.category);
+        call.arg("max_kept", self.max_kept);
+        call.arg("channel", events_channel(self.tenant));
+        call.each(&self.clearings, |item, clearing| {
+            UserKeys::new(self.tenant, clearing.user).encode(item);
+            item.arg("user", clearing.user);
+            item.arg("conversation", clearing.conversation);
+            item.arg("seq", clearing.seq);
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
+        reply.number()
+    }
+}

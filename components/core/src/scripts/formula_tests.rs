@@ -1,0 +1,74 @@
+//! The counting formula exists twice: `counted` in `prelude.lua` (what
+//! Redis holds) and `Counts::counted` in `state.rs` (answers from the SQL
+//! truth). This runs both on the same states, through the state text the
+//! scripts store, so the two can never disagree.
+
+use mlua::{Function, Lua, Table};
+
+use crate::script::PRELUDE;
+use crate::state::Counts;
+
+/// The prelude's functions, in a Lua 5.1 (Redis's Lua) without Redis; the
+/// interpreter lives as long as the table is used.
+fn prelude() -> (Lua, Table) {
+    let lua = Lua::new();
+    let chunk = format!(
+        "KEYS, ARGV = {{}}, {{}}\nredis = {{}}\ncjson = {{}}\n{PRELUDE}\n\
+         return {{counted = counted, decode_state = decode_state, encode_state = encode_state}}"
+    );
+    let functions = lua.load(chunk).eval().expect("prelude.lua loads");
+    (lua, functions)
+}
+
+#[test]
+fn lua_and_rust_count_every_state_alike() {
+    let (_lua, functions) = prelude();
+    let decode: Function = functions.get("decode_state").unwrap();
+    let counted: Function = functions.get("counted").unwrap();
+    let mut checked = 0;
+    for last in 0..7u64 {
+        for read in 0..9u64 {
+            for recalled in 0..4u64 {
+                for mentions in 0..3u64 {
+                    for flags in ["", "m", "u", "mu", "kpu", "kmp"] {
+                        let text = format!("{last}:{read}:{mentions}:{recalled}:{flags}:chat::{{}}");
+                        let state: Table = decode.call(text.clone()).unwrap();
+                        let lua: Table = counted.call(state).unwrap();
+                        let rust = Counts {
+                            last,
+                            read,
+                            mentions,
+                            recalled,
+                            muted: flags.contains('m'),
+                            marked_unread: flags.contains('u'),
+                        }
+                        .counted();
+                        let lua = (
+                            lua.get::<u64>("unread").unwrap(),
+                            lua.get::<u64>("badge").unwrap(),
+                            lua.get::<u64>("muted").unwrap(),
+                            lua.get::<u64>("mentions").unwrap(),
+                        );
+                        assert_eq!(lua, (rust.unread, rust.badge, rust.muted, rust.mentions), "{text}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 7 * 9 * 4 * 3 * 6);
+}
+
+#[test]
+fn states_read_back_as_written() {
+    let (_lua, functions) = prelude();
+    let decode: Function = functions.get("decode_state").unwrap();
+    let encode: Function = functions.get("encode_state").unwrap();
+    for text in ["17:14:1:0:kmu:chat::{\"text\":\"a:b\"}", "0:5:0:0::::{}", "9:0:0:2:x:system:1764460800123009:{}"] {
+        let state: Table = decode.call(text).unwrap();
+        assert_eq!(encode.call::<String>(state).unwrap(), text);
+    }
+    // Anything else reads as an empty conversation.
+    let state: Table = decode.call("garbage").unwrap();
+    assert_eq!(encode.call::<String>(state).unwrap(), "0:0:0:0::::{}");
+}

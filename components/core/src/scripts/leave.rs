@@ -1,0 +1,35 @@
+//! `leave.lua`: members who left, or a deleted conversation.
+
+use crate::Error;
+use crate::keys::events_channel;
+use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::scripts::Members;
+
+/// The members' state of `conversation` goes, a tombstone stays.
+pub struct Leave<'a> {
+    pub conversation: &'a str,
+    pub max_kept: u32,
+    pub require_loaded: bool,
+    pub members: Members<'a>,
+}
+
+impl Script for Leave<'_> {
+    /// How many members had it.
+    type Reply = u32;
+
+    fn lua() -> &'static Lua {
+        lua!("leave.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("conversation", self.conversation);
+        call.arg("max_kept", self.max_kept);
+        call.arg("require_loaded", self.require_loaded);
+        call.arg("channel", events_channel(self.members.tenant));
+        self.members.encode(call, |_, _| {});
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<u32, Error> {
+        Ok(u32::try_from(reply.number()?).unwrap_or(u32::MAX))
+    }
+}

@@ -1,0 +1,41 @@
+//! One typed definition per Lua script, beside its `.lua` file (see
+//! [`crate::script`] for the convention). Call sites build these values;
+//! nothing else encodes a script's keys and arguments or reads its reply.
+
+mod badge;
+mod category_inventory;
+mod clear_category;
+mod common;
+mod forget_loaded;
+mod join;
+mod leave;
+mod list;
+mod mark_read;
+mod rebuild;
+mod recall;
+mod set_flag;
+mod touch;
+mod versions;
+mod walk_users;
+
+pub use badge::Badge;
+pub use category_inventory::{CategoryInventory, Inventory};
+pub use clear_category::{ClearCategory, Clearing};
+pub use common::{Loaded, Members, badge_of};
+pub use forget_loaded::ForgetLoaded;
+pub use join::Join;
+pub use leave::Leave;
+pub use list::{List, ListCursor};
+pub use mark_read::MarkRead;
+pub use rebuild::{Rebuild, Rebuilt, TruthUser};
+pub use recall::Recall;
+pub use set_flag::{FlagSet, SetFlag};
+pub use touch::{Role, Touch, Touched};
+pub use versions::Versions;
+pub use walk_users::WalkUsers;
+
+#[cfg(test)]
+mod header_tests;
+
+#[cfg(test)]
+mod formula_tests;

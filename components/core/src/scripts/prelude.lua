@@ -1,0 +1,352 @@
+-- Shared by every script (prepended at build time): the calling convention,
+-- the state of one conversation as one user sees it, and the few steps
+-- every change goes through. Key names are not built here: the Rust side
+-- (keys.rs) passes every key a script touches in KEYS.
+--
+-- A user's keys (USER_KEYS, one hash slot):
+--   list    zset  listed conversation -> list score (newest max_conversations; pinned ones stay)
+--   conv    hash  listed conversation -> state
+--   kept    hash  conversation not listed -> state with its score: trimmed ones keep
+--                 their cursor, flags and marks; cursors that came before a first
+--                 touch (read, join, recall); tombstones of left or deleted ones
+--   age     zset  kept conversation -> the user's version when it was last kept:
+--                 the oldest goes first when more than max_kept are kept
+--   badge   hash  <category> -> what the badge counts, <category>:m -> unread of
+--                 muted conversations, <category>:@ -> unread mentions
+--   pinned  hash  pinned conversation -> 1 (at most max_pins)
+--   marks   zset  (lexicographic) <conversation> NUL <kind> <seq, 16 digits>[preview]:
+--                 m: a mention, r: a recalled message, p: the preview that replaces
+--                 a recalled message whose touch has not come yet
+--   meta    hash  v: version, bumped by every change; loaded: built from the SQL
+--                 store; partial: the truth holds more than Redis kept
+--
+-- A state is `last:read:mentions:recalled:flags:category:score:preview`:
+-- mentions and recalled count the marks in (read, last]; flags are letters in
+-- this order: k (the conversation has marks), m (muted), p (pinned), u
+-- (marked unread), x (left or deleted: a tombstone); score is empty while
+-- the conversation is listed (the list zset holds it).
+--
+-- Numbers above 1e14 lose digits through Lua's tostring, so every number that
+-- goes back to Redis is formatted with int().
+
+local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta'}
+
+-- Names KEYS and ARGV as the script's header declares them: fixed keys and
+-- arguments first, then `each` repeated once per item (a member, a user).
+-- Returns the keys, the arguments and the items (each with its keys and
+-- arguments by name). The Rust definition of the script encodes exactly this
+-- (a unit test compares the two).
+local function declare(spec)
+  local fixed_keys, fixed_args = spec.keys or {}, spec.args or {}
+  local named_keys, named_args, items = {}, {}, {}
+  for i, name in ipairs(fixed_keys) do named_keys[name] = KEYS[i] end
+  for i, name in ipairs(fixed_args) do named_args[name] = ARGV[i] end
+  local each_keys = spec.each and spec.each.keys or {}
+  local each_args = spec.each and spec.each.args or {}
+  local extra_keys, extra_args = #KEYS - #fixed_keys, #ARGV - #fixed_args
+  local n = 0
+  if #each_keys > 0 then n = extra_keys / #each_keys elseif #each_args > 0 then n = extra_args / #each_args end
+  if n ~= math.floor(n) or n < 0 or extra_keys ~= n * #each_keys or extra_args ~= n * #each_args then
+    return error('calling convention: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments do not fit the header')
+  end
+  for g = 1, n do
+    local item = {}
+    for i, name in ipairs(each_keys) do item[name] = KEYS[#fixed_keys + (g - 1) * #each_keys + i] end
+    for i, name in ipairs(each_args) do item[name] = ARGV[#fixed_args + (g - 1) * #each_args + i] end
+    items[g] = item
+  end
+  return named_keys, named_args, items
+end
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- States --------------------------------------------------------------------
+
+local function new_state(category)
+  return {last = 0, read = 0, mentions = 0, recalled = 0, flags = '', category = category or '', score = '',
+          preview = '{}'}
+end
+
+local function encode_state(st)
+  return int(st.last) .. ':' .. int(st.read) .. ':' .. int(st.mentions) .. ':' .. int(st.recalled) .. ':'
+    .. st.flags .. ':' .. st.category .. ':' .. st.score .. ':' .. st.preview
+end
+
+-- A value not in this form (corrupted, or written by hand) reads as an empty
+-- conversation: reconcile then rewrites it from the truth.
+local function decode_state(value)
+  local last, read, mentions, recalled, flags, category, score, preview =
+    string.match(value, '^(%d+):(%d+):(%d+):(%d+):(%a*):([%w_%-]*):(%d*):(.*)$')
+  if not last then return new_state() end
+  return {last = tonumber(last), read = tonumber(read), mentions = tonumber(mentions),
+          recalled = tonumber(recalled), flags = flags, category = category, score = score, preview = preview}
+end
+
+local function has_flag(st, flag)
+  return string.find(st.flags, flag, 1, true) ~= nil
+end
+
+-- Flags are kept in one order: one state has one text.
+local function set_flag(st, flag, on)
+  local flags = ''
+  for _, f in ipairs({'k', 'm', 'p', 'u', 'x'}) do
+    if (f == flag and on) or (f ~= flag and has_flag(st, f)) then flags = flags .. f end
+  end
+  st.flags = flags
+end
+
+-- What one listed conversation counts: its unread and mention numbers, and
+-- what it adds to the badge sums (a muted one counts in `muted` only; a mark
+-- without unread counts one). Mirrored by state.rs (a unit test runs both).
+local NOTHING = {unread = 0, badge = 0, muted = 0, mentions = 0}
+
+local function counted(st)
+  local unread = math.max(st.last - st.read - st.recalled, 0)
+  local muted = has_flag(st, 'm')
+  local badge = unread
+  if muted then badge = 0 elseif has_flag(st, 'u') and unread == 0 then badge = 1 end
+  return {unread = unread, badge = badge, muted = muted and unread or 0, mentions = st.mentions}
+end
+
+local function differs(a, b)
+  return a.unread ~= b.unread or a.badge ~= b.badge or a.muted ~= b.muted or a.mentions ~= b.mentions
+end
+
+-- Where a conversation is for a user: its state and 'conv' (listed) or
+-- 'kept'; nil when the user has nothing of it.
+local function find(u, conv)
+  local value = redis.call('HGET', u.conv, conv)
+  if value then return decode_state(value), 'conv' end
+  value = redis.call('HGET', u.kept, conv)
+  if value then return decode_state(value), 'kept' end
+  return nil, nil
+end
+
+-- Marks ---------------------------------------------------------------------
+
+local function mark(conv, kind, seq)
+  return conv .. '\0' .. kind .. string.format('%016d', seq)
+end
+
+local function has_mark(u, conv, kind, seq)
+  return redis.call('ZSCORE', u.marks, mark(conv, kind, seq)) ~= false
+end
+
+local function add_mark(u, conv, st, kind, seq, text)
+  redis.call('ZADD', u.marks, 0, mark(conv, kind, seq) .. (text or ''))
+  set_flag(st, 'k', true)
+end
+
+local function drop_marks(u, conv)
+  redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
+end
+
+-- The preview a recall left for a message whose touch had not come yet.
+local function replacement_preview(u, conv, seq)
+  local prefix = mark(conv, 'p', seq)
+  local found = redis.call('ZRANGEBYLEX', u.marks, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
+  if found[1] then return string.sub(found[1], #prefix + 1) end
+  return nil
+end
+
+-- Marks at or below the cursor can never count again and go; the counts are
+-- those of the marks in (read, last]. O(log n) in the marks kept.
+local function settle_marks(u, conv, st)
+  if not has_flag(st, 'k') then
+    st.mentions, st.recalled = 0, 0
+    return
+  end
+  for _, kind in ipairs({'m', 'r'}) do
+    redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0' .. kind, '[' .. mark(conv, kind, st.read))
+  end
+  redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0p', '(' .. mark(conv, 'p', st.last + 1))
+  local function count(kind)
+    if st.last <= st.read then return 0 end
+    return redis.call('ZLEXCOUNT', u.marks, '(' .. mark(conv, kind, st.read), '[' .. mark(conv, kind, st.last))
+  end
+  st.mentions, st.recalled = count('m'), count('r')
+  if redis.call('ZLEXCOUNT', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1') == 0 then set_flag(st, 'k', false) end
+end
+
+-- Versions, badges, events ----------------------------------------------------
+
+-- Every change of a user's state bumps its version, so that a rebuild from
+-- SQL can tell whether the state moved since it read the truth.
+local function bump(u)
+  return redis.call('HINCRBY', u.meta, 'v', 1)
+end
+
+local function version(u)
+  return redis.call('HGET', u.meta, 'v') or '0'
+end
+
+-- With a SQL store, a user whose state was never loaded (new, or Redis lost
+-- it) must be read from the truth; so must a conversation Redis does not
+-- have for a user some of whose truth it could not keep (partial).
+local function unloaded(u, require_loaded)
+  return require_loaded == '1' and not redis.call('HGET', u.meta, 'loaded')
+end
+
+local function beyond_kept(u, require_loaded)
+  return require_loaded == '1' and redis.call('HGET', u.meta, 'partial') ~= false
+end
+
+local function move(u, field, delta)
+  if delta ~= 0 and redis.call('HINCRBY', u.badge, field, int(delta)) == 0 then redis.call('HDEL', u.badge, field) end
+end
+
+-- Moves the badge sums of a category from `before` to `now`.
+local function move_badge(u, category, before, now)
+  move(u, category, now.badge - before.badge)
+  move(u, category .. ':m', now.muted - before.muted)
+  move(u, category .. ':@', now.mentions - before.mentions)
+end
+
+-- Badge totals: sums of the fields of each kind.
+local function badge_totals(u)
+  local fields = redis.call('HGETALL', u.badge)
+  local totals = {total = 0, muted = 0, mentions = 0}
+  for i = 1, #fields, 2 do
+    local n = math.max(tonumber(fields[i + 1]) or 0, 0)
+    local kind = string.match(fields[i], ':(.)$')
+    if kind == 'm' then totals.muted = totals.muted + n
+    elseif kind == '@' then totals.mentions = totals.mentions + n
+    else totals.total = totals.total + n end
+  end
+  return totals
+end
+
+-- Flat badge reply: the number of fields, then field, value pairs.
+local function badge_reply(u, out)
+  local fields = redis.call('HGETALL', u.badge)
+  out[#out + 1] = #fields / 2
+  for _, v in ipairs(fields) do out[#out + 1] = v end
+  return out
+end
+
+-- The change event for push gateways and the user's other devices, with the
+-- numbers as they are after the whole step; after a whole-state rewrite
+-- (no conversation) only the badge.
+local function publish(channel, user, conv, now, u)
+  local event = {user = user, conversation = cjson.null, unread = cjson.null, mentions = cjson.null,
+                 badge = badge_totals(u)}
+  if conv then event.conversation, event.unread, event.mentions = conv, now.unread, now.mentions end
+  redis.call('PUBLISH', channel, cjson.encode(event))
+end
+
+-- Saving ----------------------------------------------------------------------
+
+-- Writes a listed conversation's new state and moves the badge by what it
+-- counts now; returns what it counts.
+local function save(u, conv, before, st)
+  settle_marks(u, conv, st)
+  st.score = ''
+  redis.call('HSET', u.conv, conv, encode_state(st))
+  local now = counted(st)
+  move_badge(u, st.category, before, now)
+  bump(u)
+  return now
+end
+
+-- Drops kept states beyond max_kept, oldest first; what they held is gone, so
+-- with a SQL store the user is partial from then on.
+local function evict(u, max_kept)
+  while redis.call('ZCARD', u.age) > max_kept do
+    local oldest = redis.call('ZPOPMIN', u.age)[1]
+    redis.call('HDEL', u.kept, oldest)
+    drop_marks(u, oldest)
+    redis.call('HSET', u.meta, 'partial', '1')
+  end
+end
+
+-- Keeps a state that is not listed (with its score, if it has one).
+local function keep(u, conv, st, max_kept)
+  settle_marks(u, conv, st)
+  redis.call('HSET', u.kept, conv, encode_state(st))
+  redis.call('ZADD', u.age, bump(u), conv)
+  evict(u, max_kept)
+end
+
+-- Takes a listed conversation out of the list and the badge; returns its
+-- state, with its score, and what it counted.
+local function unlist(u, conv)
+  local st = decode_state(redis.call('HGET', u.conv, conv))
+  local was = counted(st)
+  move_badge(u, st.category, was, NOTHING)
+  st.score = redis.call('ZSCORE', u.list, conv) or ''
+  redis.call('ZREM', u.list, conv)
+  redis.call('HDEL', u.conv, conv)
+  redis.call('HDEL', u.pinned, conv)
+  return st, was
+end
+
+-- Lists a conversation (new, or back from kept) at `score`.
+local function enlist(u, conv, st, score)
+  redis.call('HDEL', u.kept, conv)
+  redis.call('ZREM', u.age, conv)
+  redis.call('ZADD', u.list, score, conv)
+  if has_flag(st, 'p') then redis.call('HSET', u.pinned, conv, '1') end
+end
+
+-- Keeps the newest max_conversations listed (pinned ones always stay); the
+-- rest go to kept with their cursors. Returns whether the badge moved.
+local function trim(u, max_conversations, max_kept)
+  local moved = false
+  while redis.call('ZCARD', u.list) > max_conversations do
+    local pins = redis.call('HLEN', u.pinned)
+    local oldest
+    for _, conv in ipairs(redis.call('ZRANGE', u.list, 0, pins)) do
+      if redis.call('HEXISTS', u.pinned, conv) == 0 then
+        oldest = conv
+        break
+      end
+    end
+    if not oldest then return moved end
+    local st, was = unlist(u, oldest)
+    if differs(was, NOTHING) then moved = true end
+    keep(u, oldest, st, max_kept)
+  end
+  return moved
+end
+
+-- The user has seen everything up to seq (never more than `ahead` past the
+-- last message known): the read cursor never moves back, what arrived after
+-- seq stays unread, a mark-unread flag goes. A cursor that comes before the
+-- conversation's first touch is kept for it. Returns the status ('ok':
+-- listed, 'kept', 'early': no touch yet, 'gone': left or deleted), the read
+-- cursor, what the conversation counts now, and whether the badge moved.
+local function read_up_to(u, conv, seq, ahead, max_kept)
+  local st, where = find(u, conv)
+  if st and has_flag(st, 'x') then return 'gone', 0, NOTHING, false end
+  seq = math.min(seq, (st and st.last or 0) + ahead)
+  if not st then
+    st = new_state()
+    st.read = seq
+    keep(u, conv, st, max_kept)
+    return 'early', seq, NOTHING, false
+  end
+  local status = where == 'conv' and 'ok' or 'kept'
+  local before = counted(st)
+  if seq <= st.read and not has_flag(st, 'u') then return status, st.read, before, false end
+  st.read = math.max(st.read, seq)
+  set_flag(st, 'u', false)
+  if where == 'kept' then
+    keep(u, conv, st, max_kept)
+    return status, st.read, counted(st), false
+  end
+  local now = save(u, conv, before, st)
+  return status, st.read, now, differs(before, now)
+end
+
+-- Flat conversation row: id, category, last, read, score, preview, unread,
+-- mentions, flags.
+local function conversation_row(out, u, conv, st, score)
+  local now = counted(st)
+  for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, st.preview, now.unread, now.mentions,
+                      st.flags}) do
+    out[#out + 1] = v
+  end
+  return out
+end

@@ -1,0 +1,182 @@
+-- Rewrites users' state from the truth read from SQL where it differs, and
+-- reports what a user could see differ (listed conversations, badge sums).
+-- A user whose version moved since the truth was read is left alone
+-- ('moved'): the caller reads the truth again. Tombstones stay unless the
+-- truth has the conversation again. `partial`: the truth holds more than
+-- was passed, so a conversation Redis lacks must be read from SQL.
+-- `rows`: the user's truth, one row per line, fields separated by NUL:
+-- conversation, l (listed) or k (kept), score ('' if none), last, read,
+-- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
+-- above read), preview.
+-- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
+-- one conversation's unread, n, then n rows of (what, in Redis, in truth).
+local _, A, users = declare {
+  args = {'channel'},
+  each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
+}
+
+local function seqs(text)
+  local out = {}
+  for s in string.gmatch(text, '%d+') do out[#out + 1] = tonumber(s) end
+  return out
+end
+
+-- The truth: rows in order, with their state and marks as Redis holds them.
+local function parse(rows)
+  local out = {}
+  for line in string.gmatch(rows, '[^\n]+') do
+    local conv, where, score, last, read, flags, category, mentions, recalled, preview =
+      string.match(line, '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)%z(.*)$')
+    if conv then
+      local st = new_state(category)
+      st.last, st.read, st.flags, st.score, st.preview = tonumber(last), tonumber(read), flags, score, preview
+      local marks = {}
+      for _, s in ipairs(seqs(mentions)) do
+        if s > st.read then marks[#marks + 1] = mark(conv, 'm', s) end
+        if s > st.read and s <= st.last then st.mentions = st.mentions + 1 end
+      end
+      for _, s in ipairs(seqs(recalled)) do
+        if s > st.read then marks[#marks + 1] = mark(conv, 'r', s) end
+        if s > st.read and s <= st.last then st.recalled = st.recalled + 1 end
+      end
+      table.sort(marks)
+      if #marks > 0 then set_flag(st, 'k', true) end
+      out[#out + 1] = {conv = conv, listed = where == 'l', st = st, marks = marks}
+    end
+  end
+  return out
+end
+
+local function stored_marks(u, conv)
+  return redis.call('ZRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
+end
+
+local function same_list(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- Whether Redis differs from the truth at all, and what a user could see
+-- differ: {what, in Redis, in truth} rows and the largest conversation drift.
+local function compare(u, truth)
+  local differs_at_all, seen, details, max_drift = false, {}, {}, 0
+  local want = {}
+  local function note(what, have, should, is_conversation)
+    local d = math.abs(have - should)
+    if is_conversation and d > max_drift then max_drift = d end
+    details[#details + 1] = {what, have, should}
+  end
+  for _, t in ipairs(truth) do
+    seen[t.conv] = true
+    local key = t.listed and u.conv or u.kept
+    local value = redis.call('HGET', key, t.conv)
+    local stored = t.st.score
+    if t.listed then stored = '' end
+    local expected = encode_state({last = t.st.last, read = t.st.read, mentions = t.st.mentions,
+      recalled = t.st.recalled, flags = t.st.flags, category = t.st.category, score = stored, preview = t.st.preview})
+    local score = redis.call('ZSCORE', u.list, t.conv)
+    local same = value == expected and same_list(stored_marks(u, t.conv), t.marks)
+      and ((t.listed and score == t.st.score) or (not t.listed and not score))
+    if not same then
+      differs_at_all = true
+      if t.listed then
+        local have = 0
+        if redis.call('HGET', u.conv, t.conv) then have = counted(decode_state(redis.call('HGET', u.conv, t.conv))).unread end
+        if have ~= counted(t.st).unread or value ~= expected or score ~= t.st.score then
+          note(t.conv, have, counted(t.st).unread, true)
+        end
+      end
+    end
+    if t.listed then
+      local now = counted(t.st)
+      for field, n in pairs({[''] = now.badge, [':m'] = now.muted, [':@'] = now.mentions}) do
+        local name = t.st.category .. field
+        want[name] = (want[name] or 0) + n
+      end
+    end
+  end
+  local listed = redis.call('HGETALL', u.conv)
+  for i = 1, #listed, 2 do
+    if not seen[listed[i]] then
+      differs_at_all = true
+      note(listed[i], counted(decode_state(listed[i + 1])).unread, 0, true)
+    end
+  end
+  local kept = redis.call('HGETALL', u.kept)
+  for i = 1, #kept, 2 do
+    if not seen[kept[i]] and not has_flag(decode_state(kept[i + 1]), 'x') then differs_at_all = true end
+  end
+  local fields = redis.call('HGETALL', u.badge)
+  local have = {}
+  for i = 1, #fields, 2 do have[fields[i]] = tonumber(fields[i + 1]) end
+  for name, n in pairs(want) do
+    if (have[name] or 0) ~= n then
+      differs_at_all = true
+      note('badge:' .. name, have[name] or 0, n, false)
+    end
+  end
+  for name, n in pairs(have) do
+    if want[name] == nil and n ~= 0 then
+      differs_at_all = true
+      note('badge:' .. name, n, 0, false)
+    end
+  end
+  return differs_at_all, details, max_drift
+end
+
+local function rewrite(u, truth)
+  local tombstones = {}
+  local kept = redis.call('HGETALL', u.kept)
+  for i = 1, #kept, 2 do
+    if has_flag(decode_state(kept[i + 1]), 'x') then tombstones[kept[i]] = kept[i + 1] end
+  end
+  for _, t in ipairs(truth) do tombstones[t.conv] = nil end
+  redis.call('DEL', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks)
+  local stamp = tonumber(version(u)) - #truth
+  for conv, value in pairs(tombstones) do
+    redis.call('HSET', u.kept, conv, value)
+    redis.call('ZADD', u.age, stamp, conv)
+  end
+  for i = #truth, 1, -1 do
+    local t = truth[i]
+    for _, m in ipairs(t.marks) do redis.call('ZADD', u.marks, 0, m) end
+    if t.listed then
+      redis.call('ZADD', u.list, t.st.score, t.conv)
+      if has_flag(t.st, 'p') then redis.call('HSET', u.pinned, t.conv, '1') end
+      local score = t.st.score
+      t.st.score = ''
+      redis.call('HSET', u.conv, t.conv, encode_state(t.st))
+      t.st.score = score
+      move_badge(u, t.st.category, NOTHING, counted(t.st))
+    else
+      redis.call('HSET', u.kept, t.conv, encode_state(t.st))
+      redis.call('ZADD', u.age, stamp + #truth - i, t.conv)
+    end
+  end
+end
+
+local out = {}
+for _, u in ipairs(users) do
+  out[#out + 1] = u.user
+  if version(u) ~= u.version then
+    for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
+  else
+    local truth = parse(u.rows)
+    local differs_at_all, details, max_drift = compare(u, truth)
+    if differs_at_all then
+      rewrite(u, truth)
+      if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
+    end
+    redis.call('HSET', u.meta, 'loaded', '1')
+    if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end
+    bump(u)
+    for _, v in ipairs({'ok', #details > 0 and 1 or 0, max_drift, #details}) do out[#out + 1] = v end
+    for _, d in ipairs(details) do
+      out[#out + 1] = d[1]
+      out[#out + 1] = d[2]
+      out[#out + 1] = d[3]
+    end
+  end
+end
+return out

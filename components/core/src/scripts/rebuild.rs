@@ -1,0 +1,93 @@
+//! `rebuild.lua`: users' state rewritten from the truth where it differs.
+
+use std::time::Duration;
+
+use crate::Error;
+use crate::keys::{UserKeys, events_channel};
+use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::sql::TruthRow;
+
+/// One user's truth, read after their state `version`.
+pub struct TruthUser<'a> {
+    pub user: &'a str,
+    pub version: &'a str,
+    /// The truth holds more than `rows` (cursors beyond what is kept).
+    pub partial: bool,
+    pub rows: Vec<&'a TruthRow>,
+}
+
+/// Rewrites each user whose version did not move since their truth was read.
+pub struct Rebuild<'a> {
+    pub tenant: &'a str,
+    pub users: Vec<TruthUser<'a>>,
+}
+
+/// What the rebuild did for one user.
+pub struct Rebuilt {
+    pub user: String,
+    /// False when the user's state moved since the truth was read.
+    pub done: bool,
+    /// What the user could see differed.
+    pub drifted: bool,
+    /// The largest difference of one conversation's unread number.
+    pub max_drift: u64,
+    /// (conversation or `badge:<field>`, in Redis, in truth)
+    pub drifts: Vec<(String, u64, u64)>,
+}
+
+impl Script for Rebuild<'_> {
+    type Reply = Vec<Rebuilt>;
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn lua() -> &'static Lua {
+        lua!("rebuild.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("channel", events_channel(self.tenant));
+        call.each(&self.users, |item, truth| {
+            UserKeys::new(self.tenant, truth.user).encode(item);
+            item.arg("user", truth.user);
+            item.arg("version", truth.version);
+            item.arg("partial", truth.partial);
+            item.arg("rows", truth.rows.iter().map(|row| row.line()).collect::<Vec<_>>().join("\n"));
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Vec<Rebuilt>, Error> {
+        let mut users = Vec::new();
+        while !reply.is_empty() {
+            let user = reply.text()?;
+            let done = reply.text()? == "ok";
+            let drifted = reply.flag()?;
+            let max_drift = reply.number()?;
+            let n = reply.number()?;
+            let drifts =
+                (0..n).map(|_| Ok((reply.text()?, reply.number()?, reply.number()?))).collect::<Result<_, Error>>()?;
+            users.push(Rebuilt { user, done, drifted, max_drift, drifts });
+        }
+        Ok(users)
+    }
+}
+
+impl TruthRow {
+    /// The row as `rebuild.lua` parses it: NUL-separated fields, no newline
+    /// (identifiers and compact JSON carry no control characters).
+    pub fn line(&self) -> String {
+        let seqs = |list: &[u64]| list.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let score = if self.last_seq > 0 { self.score().to_string() } else { String::new() };
+        [
+            self.conversation.as_str(),
+            if self.listed { "l" } else { "k" },
+            &score,
+            &self.last_seq.to_string(),
+            &self.read_seq.to_string(),
+            &crate::state::flags(self.muted, self.pinned, self.marked_unread),
+            &self.category,
+            &seqs(&self.mentions),
+            &seqs(&self.recalled),
+            &self.preview,
+        ]
+        .join("\0")
+    }
+}

@@ -1,0 +1,51 @@
+-- A message was recalled or deleted: for each member whose read cursor is
+-- below seq it stops counting (and mentioning). A recall that comes before
+-- its message's touch is kept and wins when the touch comes, and so does the
+-- preview given with it. Where seq is the last message, the preview (if
+-- given) replaces the recalled one, read or not. A replay, or a message the
+-- member already read, changes nothing. Members the SQL store must answer
+-- for are named in the reply, not written (see touch.lua).
+-- Reply: {dropped (members whose unread dropped), n, n users}.
+local _, A, members = declare {
+  args = {'conversation', 'seq', 'preview', 'max_kept', 'require_loaded', 'channel'},
+  each = {keys = USER_KEYS, args = {'user'}},
+}
+local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
+
+local function recall_member(m)
+  local st, where = find(m, conv)
+  if st and has_flag(st, 'x') then return false end
+  st = st or new_state()
+  local before = where == 'conv' and counted(st) or NOTHING
+  local changed = where == nil
+  if seq > st.read and not has_mark(m, conv, 'r', seq) then
+    redis.call('ZREM', m.marks, mark(conv, 'm', seq))
+    add_mark(m, conv, st, 'r', seq)
+    if preview ~= '' and seq > st.last then add_mark(m, conv, st, 'p', seq, preview) end
+    changed = true
+  end
+  if preview ~= '' and st.last == seq and st.preview ~= preview then
+    st.preview = preview
+    changed = true
+  end
+  if not changed then return false end
+  if where ~= 'conv' then
+    keep(m, conv, st, max_kept)
+    return false
+  end
+  local now = save(m, conv, before, st)
+  if differs(before, now) then publish(A.channel, m.user, conv, now, m) end
+  return now.unread < before.unread
+end
+
+local dropped, unanswered = 0, {}
+for _, m in ipairs(members) do
+  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
+    unanswered[#unanswered + 1] = m.user
+  elseif recall_member(m) then
+    dropped = dropped + 1
+  end
+end
+local out = {dropped, #unanswered}
+for _, user in ipairs(unanswered) do out[#out + 1] = user end
+return out

@@ -1,0 +1,80 @@
+-- A message was stored: every member's state moves in one atomic step. Role:
+-- 's' the sender (the message reads the conversation for them), 'm'
+-- mentioned, '' neither. Idempotent and order-free: an older message that
+-- arrives late never moves the conversation nor its preview, but still
+-- brings its mention if it is unread; a left or deleted conversation stays
+-- gone. With a SQL store, members Redis cannot answer for (unloaded, or a
+-- conversation beyond what was kept) are not written but named in the
+-- reply: the caller rebuilds them from the truth, which holds this message.
+-- Reply: {'ok', applied (0/1), n, n unanswerable users} or
+-- {'conflict', user, category}.
+local _, A, members = declare {
+  args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
+          'require_loaded', 'channel'},
+  each = {keys = USER_KEYS, args = {'user', 'role'}},
+}
+local conv, category = A.conversation, A.category
+local seq, score = tonumber(A.seq), A.score
+local max_conversations, max_kept = tonumber(A.max_conversations), tonumber(A.max_kept)
+
+-- A conversation lives in one category: refuse a change before writing.
+for _, m in ipairs(members) do
+  local st = find(m, conv)
+  if st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
+    return {'conflict', m.user, st.category}
+  end
+end
+
+-- Returns whether the member's state changed, and whether its numbers moved.
+local function touch_member(m)
+  local st, where = find(m, conv)
+  if st and has_flag(st, 'x') then return false, false end
+  local before = where == 'conv' and counted(st) or NOTHING
+  st = st or new_state(category)
+  st.category = category
+  local changed, newer = where == nil, seq > st.last
+  if newer then
+    st.last = seq
+    st.preview = replacement_preview(m, conv, seq) or A.preview
+    changed = true
+  end
+  if m.role == 's' and (seq > st.read or has_flag(st, 'u')) then
+    -- Writing to a conversation reads it: the sender's mark-unread goes too.
+    st.read = math.max(st.read, seq)
+    set_flag(st, 'u', false)
+    changed = true
+  end
+  local mentioned = m.role == 'm' or (A.mention_all == '1' and m.role ~= 's')
+  if mentioned and seq > st.read and not has_mark(m, conv, 'm', seq) and not has_mark(m, conv, 'r', seq) then
+    add_mark(m, conv, st, 'm', seq)
+    changed = true
+  end
+  if not changed then return false, false end
+  if where == 'kept' and not newer then
+    -- A late message of a conversation that is not listed leaves it there.
+    keep(m, conv, st, max_kept)
+    return true, false
+  end
+  if where ~= 'conv' then
+    enlist(m, conv, st, score)
+  elseif newer then
+    redis.call('ZADD', m.list, score, conv)
+  end
+  local now = save(m, conv, before, st)
+  local trimmed = trim(m, max_conversations, max_kept)
+  return true, differs(before, now) or trimmed, now
+end
+
+local applied, unanswered = 0, {}
+for _, m in ipairs(members) do
+  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
+    unanswered[#unanswered + 1] = m.user
+  else
+    local changed, moved, now = touch_member(m)
+    if changed then applied = 1 end
+    if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
+  end
+end
+local out = {'ok', applied, #unanswered}
+for _, user in ipairs(unanswered) do out[#out + 1] = user end
+return out

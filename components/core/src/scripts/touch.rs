@@ -1,0 +1,86 @@
+//! `touch.lua`: a stored message, for every member in one step.
+
+use crate::Error;
+use crate::keys::{UserKeys, events_channel};
+use crate::script::{Call, Lua, Reply, Script, lua, malformed};
+
+/// What a member is to the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Sent it: the message reads the conversation for them.
+    Sender,
+    /// Named in its mentions.
+    Mentioned,
+    /// Neither.
+    Member,
+}
+
+/// A message stored by the app.
+pub struct Touch<'a> {
+    pub tenant: &'a str,
+    pub conversation: &'a str,
+    pub seq: u64,
+    /// The list score of the message (see [`crate::state::score`]).
+    pub score: u64,
+    pub category: &'a str,
+    /// Compact JSON object text.
+    pub preview: &'a str,
+    /// The message mentions everyone but the sender.
+    pub mention_all: bool,
+    pub max_conversations: u32,
+    pub max_kept: u32,
+    /// With a SQL store: users Redis has not loaded are left to the truth.
+    pub require_loaded: bool,
+    /// Every member once, with their role.
+    pub members: Vec<(String, Role)>,
+}
+
+/// What a touch did.
+pub enum Touched {
+    /// Applied to the members Redis can answer for; `unanswered` are left
+    /// to the SQL store.
+    Done { applied: bool, unanswered: Vec<String> },
+    /// A member has the conversation in another category; nothing was written.
+    Conflict { user: String, category: String },
+}
+
+impl Script for Touch<'_> {
+    type Reply = Touched;
+
+    fn lua() -> &'static Lua {
+        lua!("touch.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("conversation", self.conversation);
+        call.arg("seq", self.seq);
+        call.arg("score", self.score);
+        call.arg("category", self.category);
+        call.arg("preview", self.preview);
+        call.arg("mention_all", self.mention_all);
+        call.arg("max_conversations", self.max_conversations);
+        call.arg("max_kept", self.max_kept);
+        call.arg("require_loaded", self.require_loaded);
+        call.arg("channel", events_channel(self.tenant));
+        call.each(&self.members, |item, (user, role)| {
+            UserKeys::new(self.tenant, user).encode(item);
+            item.arg("user", user);
+            item.arg(
+                "role",
+                match role {
+                    Role::Sender => "s",
+                    Role::Mentioned => "m",
+                    Role::Member => "",
+                },
+            );
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Touched, Error> {
+        match reply.text()?.as_str() {
+            "ok" => Ok(Touched::Done { applied: reply.flag()?, unanswered: reply.texts()? }),
+            "conflict" => Ok(Touched::Conflict { user: reply.text()?, category: reply.text()? }),
+            _ => Err(malformed()),
+        }
+    }
+}

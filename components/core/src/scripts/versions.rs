@@ -1,0 +1,28 @@
+//! `versions.lua`: users' state versions, read before their truth.
+
+use crate::Error;
+use crate::keys::UserKeys;
+use crate::script::{Call, Lua, Reply, Script, lua};
+
+/// The versions of `users`.
+pub struct Versions<'a> {
+    pub tenant: &'a str,
+    pub users: &'a [String],
+}
+
+impl Script for Versions<'_> {
+    /// One version per user, in order.
+    type Reply = Vec<String>;
+
+    fn lua() -> &'static Lua {
+        lua!("versions.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.each(self.users, |item, user| UserKeys::new(self.tenant, user).encode_meta(item));
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
+        reply.rest()
+    }
+}
