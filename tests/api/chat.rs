@@ -79,7 +79,7 @@ async fn a_muted_conversation_keeps_its_unread_but_leaves_the_badge_total() {
 async fn mentions_count_until_read_past_them_even_when_muted() {
     let app = App::start().await;
     let members = ["u1", "u2", "u3"];
-    let mut touches = vec![
+    let mut touches = [
         message("acme", "c1", 1, 1_001, "u1", &members),
         message("acme", "c1", 2, 1_002, "u1", &members),
         message("acme", "c1", 3, 1_003, "u1", &members),

@@ -34,7 +34,7 @@ async fn every_call(app: &App, seq: u64) -> Vec<(&'static str, Answer, RedisStat
     let members: Vec<&str> = members.iter().map(String::as_str).collect();
     let mut touch = message("acme", "g", seq, 1_000 + seq, "m0", &members);
     touch["mentions"] = json!(["m2", "m3"]);
-    touch["mention_all"] = json!(seq % 2 == 0);
+    touch["mention_all"] = json!(seq.is_multiple_of(2));
     let recall = json!({"tenant": "acme", "conversation": "g", "seq": seq, "members": ["m4"]}).to_string();
     vec![
         ("touch", measured(app, app.touch(touch)).await),
@@ -49,7 +49,7 @@ async fn every_call(app: &App, seq: u64) -> Vec<(&'static str, Answer, RedisStat
             "badge of a category",
             measured(app, app.send("GET", "/v1/badge?category=chat", Some(jwt("acme", "m2")), None)).await,
         ),
-        ("mute", measured(app, flag(app, "mute", json!({"muted": seq % 2 == 0}))).await),
+        ("mute", measured(app, flag(app, "mute", json!({"muted": seq.is_multiple_of(2)}))).await),
         ("pin", measured(app, flag(app, "pin", json!({"pinned": true}))).await),
         ("mark-unread", measured(app, flag(app, "mark-unread", json!({}))).await),
         ("recall", measured(app, app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.into()), Some(recall))).await),

@@ -52,7 +52,8 @@ class Events(threading.Thread):
 
 def problems(messages, openapi_path):
     """What is wrong with the published events (none published is wrong too)."""
-    document = yaml.safe_load(open(openapi_path))
+    with open(openapi_path) as file:
+        document = yaml.safe_load(file)
     schema = {"$ref": "#/components/schemas/ChangeEvent", "components": document["components"]}
     validator = jsonschema_rs.validator_for(schema)
     found = []

@@ -71,9 +71,9 @@ def bias_ids(body, conversation):
 def bias_touch(body, conversation, flag):
     body = bias_ids(body, conversation)
     if body.get("conversation") == conversation:
-        if "category" in body and isinstance(body["category"], str) and re.fullmatch(r"[a-z0-9_-]{1,32}", body["category"]):
-            body["category"] = category_of(conversation)
-        elif "category" not in body and category_of(conversation) != "chat":
+        valid_category = isinstance(body.get("category"), str) and re.fullmatch(r"[a-z0-9_-]{1,32}", body["category"])
+        # A valid category, or a missing one where the default is not the conversation's.
+        if valid_category or ("category" not in body and category_of(conversation) != "chat"):
             body["category"] = category_of(conversation)
     body["members"] = with_user(body.get("members"))
     if flag and isinstance(body.get("mentions"), list) and len(body["mentions"]) < 500 and all(valid(m) for m in body["mentions"]):

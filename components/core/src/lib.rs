@@ -28,6 +28,8 @@ use bindings::unread::core::types::{
 use config::Limits;
 use scripts::{Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Recall, Role, Touch, Touched};
 
+// wit-bindgen's generated export glue is the only unsafe code here.
+#[allow(unsafe_code)]
 mod bindings {
     spin_sdk::wit_bindgen::generate!({
         runtime_path: "::spin_sdk::wit_bindgen::rt",
@@ -234,7 +236,12 @@ impl Guest for Core {
     }
 }
 
-bindings::export!(Core with_types_in bindings);
+// The export glue wit-bindgen generates (unsafe by nature) lives in its own module.
+#[allow(unsafe_code)]
+mod export {
+    use super::{Core, bindings};
+    bindings::export!(Core with_types_in bindings);
+}
 
 /// The members' state of a conversation goes (left, or deleted).
 async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: &[String]) -> Result<u32, Error> {

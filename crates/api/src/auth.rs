@@ -81,7 +81,7 @@ fn verify_jwt(token: &str, secret: &[u8], now: f64) -> Result<Principal, String>
     let signature =
         URL_SAFE_NO_PAD.decode(signature).map_err(|_| "the token's signature is not base64url".to_string())?;
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| "bad secret".to_string())?;
-    mac.update(token[..header_and_payload_len(token)].as_bytes());
+    mac.update(&token.as_bytes()[..header_and_payload_len(token)]);
     mac.verify_slice(&signature).map_err(|_| "the token's signature is not valid".to_string())?;
     let claims: Claims = decode_part(payload)?;
     if claims.exp <= now {
