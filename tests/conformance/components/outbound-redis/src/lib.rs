@@ -17,6 +17,9 @@
 //!   Spin's `execute` converts or refuses in its own way.
 //! - `/result-limit`: a value over Spin's 128 MiB limit on what the host
 //!   buffers for a guest; Spin refuses it on `get` and `execute`.
+//! - `/connection-cap`: Spin keeps at most 1024 open Redis connections per
+//!   instance; opening one more fails with `too-many-connections` until one
+//!   is dropped.
 
 use spin_sdk::http::{HeaderMap, HeaderName, HeaderValue, IntoResponse, Request, StatusCode};
 use spin_sdk::http_service;
@@ -24,6 +27,10 @@ use spin_sdk::redis::{Connection, Error, RedisParameter, RedisResult};
 
 /// Spin's limit on the bytes of one reply it buffers for a guest (128 MiB).
 const MAX_HOST_BUFFERED_BYTES: usize = 128 << 20;
+
+/// How many Redis connections one Spin instance may hold open at once (the
+/// capacity of the table Spin keeps them in).
+const MAX_CONNECTIONS_PER_INSTANCE: usize = 1024;
 
 type Checked = Result<(), String>;
 
@@ -46,6 +53,7 @@ async fn handler(request: Request) -> impl IntoResponse {
         "/" => conformance(&address).await,
         "/resp3" => resp3(&address).await,
         "/result-limit" => result_limit(&address).await,
+        "/connection-cap" => connection_cap(&address).await,
         other => Err(format!("no check at {other}")),
     };
     match outcome {
@@ -255,6 +263,29 @@ async fn result_limit(address: &str) -> Checked {
     .await;
     ok("del", connection.del(["spin-example-big"]).await)?;
     outcome
+}
+
+/// Holds [`MAX_CONNECTIONS_PER_INSTANCE`] connections, then opens one more.
+async fn connection_cap(address: &str) -> Checked {
+    let mut held = Vec::with_capacity(MAX_CONNECTIONS_PER_INSTANCE);
+    for n in 0..MAX_CONNECTIONS_PER_INSTANCE {
+        held.push(open(address).await.map_err(|e| format!("opening connection {}: {e}", n + 1))?);
+    }
+    let one_more = Connection::open(address).await;
+    check!(
+        matches!(one_more, Err(Error::TooManyConnections)),
+        "opening connection {} while holding {MAX_CONNECTIONS_PER_INSTANCE} returned {}, not too-many-connections",
+        MAX_CONNECTIONS_PER_INSTANCE + 1,
+        describe(&one_more.map(|_| "a connection"))
+    );
+    held.pop();
+    let after_drop = Connection::open(address).await;
+    check!(
+        after_drop.is_ok(),
+        "opening a connection after dropping one returned {}",
+        describe(&after_drop.map(|_| "a connection"))
+    );
+    Ok(())
 }
 
 /// A short description of a result whose success value is already summarised.
