@@ -37,7 +37,8 @@ async fn handler(request: Request) -> impl IntoResponse {
 /// The suite's components are WASIp2 ones, for which the host knows an empty
 /// body's length and sends `Content-Length: 0`, as the suite expects. A WASIp3
 /// body is a stream: Spin (like the host, with the same wasmtime-wasi-http)
-/// knows its length only from this header and otherwise sends it chunked.
+/// learns its length only from this header; without it the host sent the
+/// empty body chunked.
 fn answer(status: StatusCode, body: String) -> impl IntoResponse {
     let mut headers = HeaderMap::new();
     headers.insert(HeaderName::from_static("content-length"), HeaderValue::from(body.len()));
