@@ -86,6 +86,16 @@ async fn variables_error_text() {
     run_case("variables-error-text", &modes()).await;
 }
 
+/// Beyond the suite (whose manifests set `environment` while its components
+/// read headers; Spin's own runtime test reads it): the manifest's
+/// `environment` table is the component's environment.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "host differs from Spin: the manifest's `environment` table is ignored, so the component's environment is empty; Spin sets each entry as a WASI environment variable"]
+async fn environment() {
+    require_components();
+    run_case("environment", &modes()).await;
+}
+
 /// The suite's `request-shape`: a route with named segments and a trailing wildcard.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "host differs from Spin: routes with named segments (`/base/:path_segment/:path_end/...`) are taken literally, so the request gets 404; Spin matches them and sends `spin-path-match-<name>` headers"]

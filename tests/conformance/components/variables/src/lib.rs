@@ -11,6 +11,8 @@
 //!   letters, digits and single underscores, starting with a letter and not
 //!   ending with an underscore) and the texts of the undefined errors.
 //! - `/error-text`: the exact texts Spin puts in `invalid-name` errors.
+//! - `/environment`: the manifest's `environment` table reaches the
+//!   component as its environment (`CONFORMANCE_GREETING=hello`).
 
 use spin_sdk::http::{HeaderMap, HeaderName, HeaderValue, IntoResponse, Request, StatusCode};
 use spin_sdk::http_service;
@@ -22,6 +24,7 @@ type Checked = Result<(), String>;
 async fn handler(request: Request) -> impl IntoResponse {
     let outcome = match request.uri().path() {
         "/error-text" => error_texts().await,
+        "/environment" => environment(),
         _ => conformance().await,
     };
     match outcome {
@@ -107,4 +110,13 @@ async fn error_texts() -> Checked {
         }
     }
     if wrong.is_empty() { Ok(()) } else { Err(wrong.join("\n")) }
+}
+
+/// The component's environment holds what the manifest's `environment` sets.
+fn environment() -> Checked {
+    let greeting = std::env::var("CONFORMANCE_GREETING");
+    if greeting.as_deref() != Ok("hello") {
+        return Err(format!("CONFORMANCE_GREETING is {greeting:?}, not \"hello\""));
+    }
+    Ok(())
 }
