@@ -59,7 +59,8 @@ pub async fn run_case(name: &str, modes: &[InstanceMode]) {
 }
 
 /// Runs case `name` in each of `modes` with application variable values
-/// given at run time (as `spin up --variable NAME=VALUE` does).
+/// given at run time (as `spin up --variable NAME=VALUE` does); the values
+/// may hold `%{port=...}` templates.
 pub async fn run_case_with_variables(name: &str, modes: &[InstanceMode], variables: &[(&str, &str)]) {
     let case = Case::load(name).unwrap_or_else(|e| panic!("conformance case {name}: {e:#}"));
     let variables: HashMap<String, String> =
@@ -71,6 +72,19 @@ pub async fn run_case_with_variables(name: &str, modes: &[InstanceMode], variabl
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Runs case `name`, whose manifest the host must refuse to load (as `spin up`
+/// refuses it) with a message containing `reason` (Spin's words); its
+/// `invocations` are not sent.
+pub async fn run_refused_case(name: &str, reason: &str) {
+    let case = Case::load(name).unwrap_or_else(|e| panic!("conformance case {name}: {e:#}"));
+    match case.run_refused().await {
+        Ok(refusal) => {
+            assert!(refusal.contains(reason), "conformance case {name}: refused, but not with {reason:?}: {refusal}")
+        }
+        Err(e) => panic!("conformance case {name}: {e:#}"),
+    }
 }
 
 /// One case: its manifest template and what it expects.
@@ -143,14 +157,9 @@ impl Case {
         let ports: HashMap<u16, u16> = redis.iter().map(|r| (REDIS_GUEST_PORT, r.port)).collect();
         let work = WorkDir::new(&self.name)?;
         let manifest = self.render_manifest(&work, &ports)?;
-        let host = RunningHost::start(HostOptions {
-            manifest,
-            listen: "127.0.0.1:0".parse()?,
-            instances: mode,
-            variables: variables.clone(),
-        })
-        .await
-        .context("the host does not start")?;
+        let host = RunningHost::start(host_options(manifest, mode, variables, &ports)?)
+            .await
+            .context("the host does not start")?;
         let base = format!("http://{}", host.local_addr());
         let client = reqwest::Client::new();
         let mut outcome = Ok(());
@@ -172,6 +181,23 @@ impl Case {
         outcome
     }
 
+    /// Starts the case's services and a host on the rendered manifest, which
+    /// must refuse to load it (and so refuse to serve).
+    async fn run_refused(&self) -> Result<String> {
+        let redis = self.needs_redis.then(RedisServer::start).transpose()?;
+        let ports: HashMap<u16, u16> = redis.iter().map(|r| (REDIS_GUEST_PORT, r.port)).collect();
+        let work = WorkDir::new(&self.name)?;
+        let manifest = self.render_manifest(&work, &ports)?;
+        let options = host_options(manifest, InstanceMode::spin_default(), &HashMap::new(), &ports)?;
+        match RunningHost::start(options).await {
+            Ok(host) => {
+                host.shutdown().await;
+                bail!("the host loaded the application")
+            }
+            Err(e) => Ok(format!("{e:#}")),
+        }
+    }
+
     /// Writes the manifest with its templates filled in, next to copies of the components.
     fn render_manifest(&self, work: &WorkDir, ports: &HashMap<u16, u16>) -> Result<PathBuf> {
         let template = std::fs::read_to_string(self.dir.join("spin.toml")).context("cannot read spin.toml")?;
@@ -190,6 +216,27 @@ impl Case {
         std::fs::write(&manifest, rendered)?;
         Ok(manifest)
     }
+}
+
+/// The host's options: the manifest, the instance mode and the variables
+/// with their templates filled in.
+fn host_options(
+    manifest: PathBuf,
+    mode: InstanceMode,
+    variables: &HashMap<String, String>,
+    ports: &HashMap<u16, u16>,
+) -> Result<HostOptions> {
+    let variables = variables
+        .iter()
+        .map(|(name, value)| {
+            let value = render(value, |key, value| match key {
+                "port" => port(ports, value),
+                other => bail!("unknown template key {other:?} in a variable"),
+            })?;
+            Ok((name.clone(), value))
+        })
+        .collect::<Result<_>>()?;
+    Ok(HostOptions { manifest, listen: "127.0.0.1:0".parse()?, instances: mode, variables })
 }
 
 impl Invocation {

@@ -26,7 +26,7 @@
 
 mod harness;
 
-use harness::{modes, require_components, run_case, run_case_with_variables};
+use harness::{modes, require_components, run_case, run_case_with_variables, run_refused_case};
 
 /// The suite's `outbound-redis`: with `redis://localhost:<port>` allowed, the
 /// calls of `spin:redis` behave as on Redis itself.
@@ -68,6 +68,53 @@ async fn outbound_redis_variable_permission_taken_at_run_time() {
     require_components();
     run_case_with_variables("outbound-redis-variable-permission-refused", &modes(), &[("redis_host", "127.0.0.2")])
         .await;
+}
+
+/// Beyond the suite: a connection URL with a database (`/1`) is permitted by
+/// an entry for its server (Spin checks scheme, host and port only).
+#[tokio::test(flavor = "multi_thread")]
+async fn outbound_redis_database_in_address() {
+    require_components();
+    run_case("outbound-redis-database", &modes()).await;
+}
+
+/// Beyond the suite: `allowed_outbound_hosts = ["{{ redis_url }}"]` (unread's
+/// pattern) when the run-time value carries a database path: Spin cannot
+/// make a permission of it, so `open` fails with `other` (the application
+/// still loads, as the default is valid).
+#[tokio::test(flavor = "multi_thread")]
+async fn outbound_redis_templated_permission_with_path_at_run_time() {
+    require_components();
+    run_case_with_variables(
+        "outbound-redis-templated-permission-with-path",
+        &modes(),
+        &[("redis_url", "redis://localhost:%{port=6379}/1")],
+    )
+    .await;
+}
+
+/// Beyond the suite: Spin refuses to load an application whose
+/// `allowed_outbound_hosts` entry carries user info.
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_hosts_with_user_info_are_refused() {
+    require_components();
+    run_refused_case("allowed-hosts-userinfo", "Invalid allowed host").await;
+}
+
+/// Beyond the suite: Spin refuses to load an application whose
+/// `allowed_outbound_hosts` entry carries a path.
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_hosts_with_a_path_are_refused() {
+    require_components();
+    run_refused_case("allowed-hosts-path", "has a path but is not allowed to").await;
+}
+
+/// Beyond the suite: a templated entry whose variable's default renders to an
+/// invalid entry (here, with a path) stops the application from loading.
+#[tokio::test(flavor = "multi_thread")]
+async fn templated_allowed_hosts_invalid_with_defaults_are_refused() {
+    require_components();
+    run_refused_case("allowed-hosts-templated-path-default", "using default variable value(s) with template").await;
 }
 
 /// The suite's `variables`: `get` of the defined, an undefined and invalid names.

@@ -17,6 +17,10 @@
 //!   Spin's `execute` converts or refuses in its own way.
 //! - `/result-limit`: a value over Spin's 128 MiB limit on what the host
 //!   buffers for a guest; Spin refuses it on `get` and `execute`.
+//! - `/database`: the address may name a database (`/1`); the permission
+//!   is for the server, whatever the database.
+//! - `/open-fails-other`: `open` must fail with `other` (what Spin gives when
+//!   the component's permissions cannot be resolved at run time).
 //! - `/connection-cap`: Spin keeps at most 1024 open Redis connections per
 //!   instance; opening one more fails with `too-many-connections` until one
 //!   is dropped.
@@ -54,6 +58,8 @@ async fn handler(request: Request) -> impl IntoResponse {
         "/resp3" => resp3(&address).await,
         "/result-limit" => result_limit(&address).await,
         "/connection-cap" => connection_cap(&address).await,
+        "/database" => database(&address).await,
+        "/open-fails-other" => open_fails_other(&address).await,
         other => Err(format!("no check at {other}")),
     };
     match outcome {
@@ -264,6 +270,31 @@ async fn result_limit(address: &str) -> Checked {
     .await;
     ok("del", connection.del(["spin-example-big"]).await)?;
     outcome
+}
+
+/// Database 1 and database 0 of the same server are separate key spaces.
+async fn database(address: &str) -> Checked {
+    let default = open(address).await?;
+    let one = open(&format!("{address}/1")).await?;
+    ok("del", default.del(["spin-example-db"]).await)?;
+    ok("set", one.set("spin-example-db", b"in database 1").await)?;
+    let in_default = ok("get", default.get("spin-example-db").await)?;
+    let in_one = ok("get", one.get("spin-example-db").await)?;
+    ok("del", one.del(["spin-example-db"]).await)?;
+    check!(in_default.is_none(), "database 0 holds a key set in database 1: {in_default:?}");
+    check!(in_one.as_deref() == Some(b"in database 1".as_slice()), "database 1 returned {in_one:?}");
+    Ok(())
+}
+
+/// `open` fails with `other`, whatever the text.
+async fn open_fails_other(address: &str) -> Checked {
+    let result = Connection::open(address).await;
+    check!(
+        matches!(result, Err(Error::Other(_))),
+        "open returned {}, not other(..)",
+        describe(&result.map(|_| "a connection"))
+    );
+    Ok(())
 }
 
 /// Holds [`MAX_CONNECTIONS_PER_INSTANCE`] connections, then opens one more.
