@@ -57,9 +57,9 @@ async fn handler(request: Request) -> impl IntoResponse {
         "/" => conformance(&address).await,
         "/resp3" => resp3(&address).await,
         "/result-limit" => result_limit(&address).await,
-        "/connection-cap" => connection_cap(&address).await,
         "/database" => database(&address).await,
         "/open-fails-other" => open_fails_other(&address).await,
+        "/connection-cap" => connection_cap(&address).await,
         other => Err(format!("no check at {other}")),
     };
     match outcome {
