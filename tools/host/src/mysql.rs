@@ -19,6 +19,7 @@ use crate::bindings::spin::mysql::mysql::{
     self as wit, Column, DbDataType, DbValue, Error as MysqlError, HostConnectionWithStore, ParameterValue, Row,
 };
 use crate::capability::{CapabilityHost, CapabilityView};
+use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, OtherError, QueryParts, RowSender};
 use futures_util::TryStreamExt;
@@ -44,10 +45,16 @@ pub struct MysqlCtx {
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:mysql` host.
 pub type MysqlHost = CapabilityHost<MysqlCtx>;
 
-impl wit::Host for CapabilityView<'_, MysqlCtx> {}
+impl wit::Host for CapabilityView<'_, MysqlCtx> {
+    fn convert_error(&mut self, error: HostError<MysqlError>) -> wasmtime::Result<MysqlError> {
+        error.into_guest()
+    }
+}
+
 impl wit::HostConnection for CapabilityView<'_, MysqlCtx> {}
 
-type Reply<T> = wasmtime::Result<Result<T, MysqlError>>;
+/// What a `spin:mysql` function returns.
+type Reply<T> = Result<T, HostError<MysqlError>>;
 
 impl OtherError for MysqlError {
     fn other(message: String) -> MysqlError {
@@ -77,12 +84,9 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<()> {
-        let conn = match Self::connection(accessor, &connection) {
-            Ok(conn) => conn,
-            Err(e) => return Ok(Err(e)),
-        };
+        let conn = Self::connection(accessor, &connection)?;
         let mut conn = conn.lock().await;
-        Ok(conn.exec_batch(statement, [to_params(params)]).await.map_err(query_failed))
+        Ok(conn.exec_batch(statement, [to_params(params)]).await.map_err(query_failed)?)
     }
 
     async fn query(
@@ -91,10 +95,7 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<QueryParts<Vec<Column>, Row, MysqlError>> {
-        let conn = match Self::connection(accessor, &connection) {
-            Ok(conn) => conn,
-            Err(e) => return Ok(Err(e)),
-        };
+        let conn = Self::connection(accessor, &connection)?;
         let params = to_params(params);
         sql::stream_query(accessor, move |columns, rows| run_query(conn, statement, params, columns, rows)).await
     }

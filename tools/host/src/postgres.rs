@@ -27,6 +27,7 @@ use crate::bindings::spin::postgres::postgres::{
     ParameterValue, QueryError, Row, RowSet,
 };
 use crate::capability::{CapabilityHost, CapabilityView};
+use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, MAX_RESULT_BYTES, OtherError, QueryParts, RowSender};
 use futures_util::StreamExt;
@@ -59,9 +60,14 @@ pub struct PgCtx {
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:postgres` host.
 pub type PgHost = CapabilityHost<PgCtx>;
 
-impl wit::Host for CapabilityView<'_, PgCtx> {}
+impl wit::Host for CapabilityView<'_, PgCtx> {
+    fn convert_error(&mut self, error: HostError<PgError>) -> wasmtime::Result<PgError> {
+        error.into_guest()
+    }
+}
 
-type Reply<T> = wasmtime::Result<Result<T, PgError>>;
+/// What a `spin:postgres` function returns.
+type Reply<T> = Result<T, HostError<PgError>>;
 
 impl OtherError for PgError {
     fn other(message: String) -> PgError {
@@ -72,10 +78,8 @@ impl OtherError for PgError {
 /// The synchronous `connection` functions: the store stays borrowed while they run.
 impl wit::HostConnection for CapabilityView<'_, PgCtx> {
     async fn open(&mut self, address: String) -> Reply<Resource<PgConnection>> {
-        match connect(&address, &self.ctx.allowed_hosts).await {
-            Ok(connection) => Ok(Ok(self.push(connection)?)),
-            Err(e) => Ok(Err(e)),
-        }
+        let connection = connect(&address, &self.ctx.allowed_hosts).await?;
+        Ok(self.push(connection)?)
     }
 
     async fn query(
@@ -84,10 +88,8 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<RowSet> {
-        Ok(match client_of(self, &connection) {
-            Ok(client) => collect_rows(&client, &statement, &params).await,
-            Err(e) => Err(e),
-        })
+        let client = client_of(self, &connection)?;
+        Ok(collect_rows(&client, &statement, &params).await?)
     }
 
     async fn execute(
@@ -96,10 +98,8 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<u64> {
-        Ok(match client_of(self, &connection) {
-            Ok(client) => execute(&client, &statement, &params).await,
-            Err(e) => Err(e),
-        })
+        let client = client_of(self, &connection)?;
+        Ok(execute(&client, &statement, &params).await?)
     }
 }
 
@@ -110,20 +110,15 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
     }
 
     fn set_ca_root(&mut self, builder: Resource<PgConnectionBuilder>, certificate: String) -> Reply<()> {
-        if let Err(reason) = check_certificate(&certificate) {
-            return Ok(Err(PgError::Other(format!("invalid root certificate: {reason}"))));
-        }
-        let Ok(held) = self.table.get_mut(&builder) else {
-            return Ok(Err(no_builder()));
-        };
+        check_certificate(&certificate)
+            .map_err(|reason| PgError::Other(format!("invalid root certificate: {reason}")))?;
+        let held = self.table.get_mut(&builder).map_err(|_| no_builder())?;
         held.ca_root = Some(certificate);
-        Ok(Ok(()))
+        Ok(())
     }
 
     async fn build(&mut self, builder: Resource<PgConnectionBuilder>) -> Reply<Resource<PgConnection>> {
-        let Some(address) = self.read(&builder, |held| held.address.clone()) else {
-            return Ok(Err(no_builder()));
-        };
+        let address = self.read(&builder, |held| held.address.clone()).ok_or_else(no_builder)?;
         wit::HostConnection::open(self, address).await
     }
 }
@@ -139,13 +134,8 @@ impl<T> HostConnectionWithStore<T> for PgHost {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<QueryParts<Vec<Column>, Row, PgError>> {
-        let prepared = accessor
-            .with(|mut access| client_of(&mut access.get(), &connection))
-            .and_then(|client| Ok((client, query_params(&params)?)));
-        let (client, params) = match prepared {
-            Ok(prepared) => prepared,
-            Err(e) => return Ok(Err(e)),
-        };
+        let client = accessor.with(|mut access| client_of(&mut access.get(), &connection))?;
+        let params = query_params(&params)?;
         sql::stream_query(accessor, move |columns, rows| stream_rows(client, statement, params, columns, rows)).await
     }
 
@@ -155,11 +145,8 @@ impl<T> HostConnectionWithStore<T> for PgHost {
         statement: String,
         params: Vec<ParameterValue>,
     ) -> Reply<u64> {
-        let client = match accessor.with(|mut access| client_of(&mut access.get(), &connection)) {
-            Ok(client) => client,
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(execute(&client, &statement, &params).await)
+        let client = accessor.with(|mut access| client_of(&mut access.get(), &connection))?;
+        Ok(execute(&client, &statement, &params).await?)
     }
 
     async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnection>) -> wasmtime::Result<()> {
@@ -172,10 +159,8 @@ impl<T> HostConnectionBuilderWithStore<T> for PgHost {
         accessor: &Accessor<T, Self>,
         builder: Resource<PgConnectionBuilder>,
     ) -> Reply<Resource<PgConnection>> {
-        match Self::read(accessor, &builder, |held| held.address.clone()) {
-            Some(address) => Self::open_async(accessor, address).await,
-            None => Ok(Err(no_builder())),
-        }
+        let address = Self::read(accessor, &builder, |held| held.address.clone()).ok_or_else(no_builder)?;
+        Self::open_async(accessor, address).await
     }
 
     async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {

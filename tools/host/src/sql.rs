@@ -9,6 +9,7 @@
 //! reader holds the database back instead of rows piling up in memory; if the
 //! guest drops the stream, the task notices when it next sends (or waits).
 
+use crate::error::HostError;
 use futures_util::FutureExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -83,7 +84,7 @@ impl<R> RowSender<R> {
 pub async fn stream_query<T, H, C, R, E, F, Fut>(
     accessor: &Accessor<T, H>,
     task: F,
-) -> wasmtime::Result<Result<QueryParts<C, R, E>, E>>
+) -> Result<QueryParts<C, R, E>, HostError<E>>
 where
     H: HasData,
     C: Default + Send + 'static,
@@ -103,7 +104,7 @@ where
         Ok(columns) => (columns, Outcome::Pending(outcome_rx)),
         Err(_) => match finished(outcome_rx).await {
             Ok(()) => (C::default(), Outcome::Done),
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(HostError::Guest(e)),
         },
     };
     let (rows, outcome) = accessor.with(|mut access| {
@@ -111,7 +112,7 @@ where
         let outcome = FutureReader::new(&mut access, outcome.into_future())?;
         Ok::<_, wasmtime::Error>((rows, outcome))
     })?;
-    Ok(Ok((columns, rows, outcome)))
+    Ok((columns, rows, outcome))
 }
 
 /// The outcome of a query task that was still running, or had ended well, when the call returned.

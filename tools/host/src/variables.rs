@@ -5,7 +5,8 @@
 //! environment (`SPIN_VARIABLE_<NAME>`), then the manifest default. Component
 //! variables are templates over application variables (`"{{ redis_url }}"`).
 
-use crate::bindings::spin::variables::variables::{Error as VariableError, HostWithStore};
+use crate::bindings::spin::variables::variables::{Error as VariableError, Host, HostWithStore};
+use crate::error::HostError;
 use crate::manifest::VariableDecl;
 use anyhow::{Result, bail};
 use std::collections::{BTreeMap, HashMap};
@@ -216,11 +217,15 @@ impl HasData for VariablesHost {
     type Data<'a> = &'a ComponentVariables;
 }
 
-impl crate::bindings::spin::variables::variables::Host for &ComponentVariables {}
+impl Host for &ComponentVariables {
+    fn convert_error(&mut self, error: HostError<VariableError>) -> wasmtime::Result<VariableError> {
+        error.into_guest()
+    }
+}
 
 impl<T> HostWithStore<T> for VariablesHost {
-    async fn get(accessor: &Accessor<T, Self>, name: String) -> wasmtime::Result<Result<String, VariableError>> {
-        Ok(accessor.with(|mut access| access.get().lookup(&name)))
+    async fn get(accessor: &Accessor<T, Self>, name: String) -> Result<String, HostError<VariableError>> {
+        Ok(accessor.with(|mut access| access.get().lookup(&name))?)
     }
 }
 
