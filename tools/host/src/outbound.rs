@@ -1,6 +1,7 @@
 //! `allowed_outbound_hosts`: which network destinations a component may reach.
 //!
-//! Parsing and matching follow Spin 4.1's outbound-networking configuration:
+//! Parsing and matching follow Spin 4.1's outbound-networking configuration
+//! (`crates/outbound-networking-config/src/allowed_hosts.rs`):
 //!
 //! - An entry is `<scheme>://<host>[:<port>]` with an optional trailing `/`.
 //!   The scheme is `*` or letters (compared exactly); the host is `*`,

@@ -1,9 +1,11 @@
 //! Application and component variables, and the `spin:variables/variables@3.0.0` host.
 //!
-//! As in Spin, an application variable's value comes from the first provider
-//! that has one: explicit overrides (Spin's `--variable`), then the
-//! environment (`SPIN_VARIABLE_<NAME>`), then the manifest default. Component
-//! variables are templates over application variables (`"{{ redis_url }}"`).
+//! The rules follow Spin 4.1 (`crates/factor-variables`, `crates/expressions`,
+//! `crates/variables-env`): an application variable's value comes from the
+//! first provider that has one: explicit overrides (Spin's `--variable`), then
+//! the environment (`SPIN_VARIABLE_<NAME>`), then the manifest default.
+//! Component variables are templates over application variables
+//! (`"{{ redis_url }}"`). Names follow Spin's rules ([`validate_name`]).
 
 use crate::bindings::spin::variables::variables::{Error as VariableError, Host, HostWithStore};
 use crate::error::HostError;
