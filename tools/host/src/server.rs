@@ -57,10 +57,10 @@ async fn serve_connection(stream: TcpStream, client: SocketAddr, app: Arc<App>) 
         .keep_alive(true)
         .serve_connection(TokioIo::new(stream), service)
         .await;
-    if let Err(e) = served {
-        if !e.is_incomplete_message() {
-            eprintln!("unread-host: error serving {client}: {e}");
-        }
+    if let Err(e) = served
+        && !e.is_incomplete_message()
+    {
+        eprintln!("unread-host: error serving {client}: {e}");
     }
 }
 
