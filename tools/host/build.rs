@@ -108,6 +108,14 @@ const SYNC_IMPORTS: &str = "        \"spin:postgres/postgres.[static]connection.
         \"spin:postgres/postgres.[method]connection-builder.build\": async | trappable,
 ";
 
+/// Every WIT `error` type becomes `crate::error::HostError<that type>`, as in
+/// Spin's `crates/world`: host functions return `Result<T, HostError<E>>`.
+const TRAPPABLE_ERRORS: &str = "        \"spin:redis/redis.error\" => crate::error::HostError<crate::bindings::spin::redis::redis::Error>,
+        \"spin:mysql/mysql.error\" => crate::error::HostError<crate::bindings::spin::mysql::mysql::Error>,
+        \"spin:postgres/postgres.error\" => crate::error::HostError<crate::bindings::spin::postgres::postgres::Error>,
+        \"spin:variables/variables.error\" => crate::error::HostError<crate::bindings::spin::variables::variables::Error>,
+";
+
 /// The text of the generated bindings file.
 fn render_bindgen(wit_dir: &Path) -> String {
     let path = wit_dir.to_str().expect("spin-sdk WIT path is not UTF-8");
@@ -123,7 +131,8 @@ fn render_bindgen(wit_dir: &Path) -> String {
                  \"spin:postgres/postgres.connection-builder\": crate::postgres::PgConnectionBuilder,\n    \
              }},\n    \
              imports: {{\n{SYNC_IMPORTS}        default: async | store | trappable,\n    \
-             }},\n\
+             }},\n    \
+             trappable_error_type: {{\n{TRAPPABLE_ERRORS}    }},\n\
          }});\n"
     )
 }

@@ -2,6 +2,7 @@
 //! `spin:postgres`): the view of the store their functions get, and access to
 //! the resources (connections) they keep in the store's resource table.
 
+use crate::error::HostError;
 use std::marker::PhantomData;
 use wasmtime::component::{Accessor, HasData, Resource, ResourceTable};
 
@@ -53,16 +54,14 @@ impl<C: Clone + 'static> CapabilityHost<C> {
     pub async fn open_resource<T, R, E, F, Fut>(
         accessor: &Accessor<T, Self>,
         open: F,
-    ) -> wasmtime::Result<Result<Resource<R>, E>>
+    ) -> Result<Resource<R>, HostError<E>>
     where
         R: Send + 'static,
         F: FnOnce(C) -> Fut,
         Fut: Future<Output = Result<R, E>>,
     {
-        match open(Self::settings(accessor)).await {
-            Ok(value) => Ok(Ok(Self::push(accessor, value)?)),
-            Err(e) => Ok(Err(e)),
-        }
+        let value = open(Self::settings(accessor)).await.map_err(HostError::Guest)?;
+        Ok(Self::push(accessor, value)?)
     }
 
     /// See [`CapabilityView::read`].

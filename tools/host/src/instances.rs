@@ -1,7 +1,9 @@
 //! Instance management: which component instance serves which request.
 //!
-//! This drives `wasmtime_wasi_http::handler::ProxyHandler`, the worker pool
-//! Spin 4.1 uses for WASIp3 components: each worker owns one store and
+//! Follows Spin 4.1's reuse of WASIp3 instances (`crates/trigger-http`: by
+//! default at most 128 requests per instance, 16 at once, dropped after 1 s
+//! idle) by driving the same worker pool,
+//! `wasmtime_wasi_http::handler::ProxyHandler`: each worker owns one store and
 //! instance, runs up to `max_concurrent` requests at once inside that store's
 //! `run_concurrent` event loop, accepts at most `max_requests` in total, and is
 //! dropped after [`IDLE_INSTANCE_TIMEOUT`] without work. When every live

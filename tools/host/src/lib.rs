@@ -27,6 +27,7 @@ mod app;
 mod bindings;
 mod capability;
 mod engine;
+mod error;
 mod instances;
 mod manifest;
 mod mysql;

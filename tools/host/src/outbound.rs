@@ -1,6 +1,7 @@
 //! `allowed_outbound_hosts`: which network destinations a component may reach.
 //!
-//! Parsing and matching follow Spin 4.1's outbound-networking configuration:
+//! Parsing and matching follow Spin 4.1's outbound-networking configuration
+//! (`crates/outbound-networking-config/src/allowed_hosts.rs`):
 //!
 //! - An entry is `<scheme>://<host>[:<port>]` with an optional trailing `/`.
 //!   The scheme is `*` or letters (compared exactly); the host is `*`,
@@ -20,6 +21,7 @@
 
 use crate::variables::{AppVariables, Template};
 use anyhow::{Context, Result, bail, ensure};
+use ipnet::IpNet;
 use std::borrow::Cow;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -210,7 +212,7 @@ enum HostPattern {
     /// `self` / `self.alt`: relative HTTP requests only, never a network destination.
     ToSelf,
     Literal(Host),
-    Network(IpNetwork),
+    Network(IpNet),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,13 +221,6 @@ enum PortPattern {
     Exact(u16),
     /// `A..B`: `B` excluded.
     Range(Range<u16>),
-}
-
-/// An IP network in CIDR notation, host bits cleared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct IpNetwork {
-    address: IpAddr,
-    prefix: u8,
 }
 
 impl AllowedHost {
@@ -300,7 +295,7 @@ impl HostPattern {
             _ => {}
         }
         ensure!(!host.starts_with('{'), "host lists are not yet supported");
-        if let Some(network) = IpNetwork::parse(host) {
+        if let Some(network) = parse_network(host) {
             return Ok(HostPattern::Network(network));
         }
         let host = host.strip_suffix('/').unwrap_or(host);
@@ -322,40 +317,20 @@ impl HostPattern {
             (HostPattern::Any, _) => true,
             (HostPattern::SubdomainOf(suffix), Host::Domain(domain)) => domain.ends_with(suffix),
             (HostPattern::Literal(expected), host) => expected == host,
-            (HostPattern::Network(network), Host::Ipv4(ip)) => network.contains(IpAddr::V4(*ip)),
-            (HostPattern::Network(network), Host::Ipv6(ip)) => network.contains(IpAddr::V6(*ip)),
+            (HostPattern::Network(network), Host::Ipv4(ip)) => network.contains(&IpAddr::V4(*ip)),
+            (HostPattern::Network(network), Host::Ipv6(ip)) => network.contains(&IpAddr::V6(*ip)),
             _ => false,
         }
     }
 }
 
-impl IpNetwork {
-    /// Parses `address/prefix`; host bits are cleared. `None` if not of that form.
-    fn parse(text: &str) -> Option<IpNetwork> {
-        let (address, prefix) = text.split_once('/')?;
-        let address: IpAddr = address.parse().ok()?;
-        let prefix: u8 = prefix.parse().ok()?;
-        let bits = if address.is_ipv4() { 32 } else { 128 };
-        (prefix <= bits).then(|| IpNetwork { address: mask(address, prefix), prefix })
-    }
-
-    fn contains(&self, ip: IpAddr) -> bool {
-        ip.is_ipv4() == self.address.is_ipv4() && mask(ip, self.prefix) == self.address
-    }
-}
-
-/// `ip` with all but its first `prefix` bits cleared.
-fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
-    let keep = |bits: u32| -> u128 {
-        match u32::from(prefix) {
-            0 => 0,
-            p => u128::MAX << (bits - p.min(bits)) & (u128::MAX >> (128 - bits)),
-        }
-    };
-    match ip {
-        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & keep(32) as u32).into()),
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & keep(128)).into()),
-    }
+/// Parses `address/prefix` as Spin does (`ip_network::IpNetwork::from_str_truncate`):
+/// the address in std syntax, the prefix a decimal `u8` no longer than the
+/// address, host bits cleared. `None` if `text` is not of that form.
+fn parse_network(text: &str) -> Option<IpNet> {
+    let (address, prefix) = text.split_once('/')?;
+    let network = IpNet::new(address.parse().ok()?, prefix.parse().ok()?).ok()?;
+    Some(network.trunc())
 }
 
 impl PortPattern {
@@ -735,16 +710,19 @@ mod tests {
 
     #[test]
     fn network_masks() {
-        let net = IpNetwork::parse("192.168.1.77/24").unwrap();
-        assert_eq!(net.address, "192.168.1.0".parse::<IpAddr>().unwrap());
-        assert!(net.contains("192.168.1.200".parse().unwrap()));
-        assert!(!net.contains("192.168.2.1".parse().unwrap()));
-        assert!(IpNetwork::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
-        assert!(IpNetwork::parse("10.0.0.1/33").is_none());
-        assert!(IpNetwork::parse("10.0.0.1").is_none());
-        let v6 = IpNetwork::parse("2001:db8::/32").unwrap();
-        assert!(v6.contains("2001:db8:abcd::1".parse().unwrap()));
-        assert!(!v6.contains("10.0.0.1".parse().unwrap()));
-        assert!(IpNetwork::parse("::1/128").unwrap().contains("::1".parse().unwrap()));
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let net = parse_network("192.168.1.77/24").unwrap();
+        assert_eq!(net.addr(), ip("192.168.1.0"));
+        assert!(net.contains(&ip("192.168.1.200")));
+        assert!(!net.contains(&ip("192.168.2.1")));
+        assert!(parse_network("0.0.0.0/0").unwrap().contains(&ip("8.8.8.8")));
+        assert!(parse_network("10.0.0.1/33").is_none());
+        assert!(parse_network("10.0.0.1").is_none());
+        let v6 = parse_network("2001:db8::/32").unwrap();
+        assert!(v6.contains(&ip("2001:db8:abcd::1")));
+        assert!(!v6.contains(&ip("10.0.0.1")));
+        assert!(parse_network("::1/128").unwrap().contains(&ip("::1")));
+        // Spin's prefix syntax is Rust's `u8`: a sign and leading zeros are fine.
+        assert_eq!(parse_network("10.1.2.3/+008"), parse_network("10.0.0.0/8"));
     }
 }

@@ -8,6 +8,7 @@ use crate::bindings::spin::redis::redis::{
     self as wit, Error as RedisError, HostConnectionWithStore, Payload, RedisParameter, RedisResult,
 };
 use crate::capability::{CapabilityHost, CapabilityView};
+use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Value};
@@ -58,10 +59,16 @@ pub struct RedisCtx {
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:redis` host.
 pub type RedisHost = CapabilityHost<RedisCtx>;
 
-impl wit::Host for CapabilityView<'_, RedisCtx> {}
+impl wit::Host for CapabilityView<'_, RedisCtx> {
+    fn convert_error(&mut self, error: HostError<RedisError>) -> wasmtime::Result<RedisError> {
+        error.into_guest()
+    }
+}
+
 impl wit::HostConnection for CapabilityView<'_, RedisCtx> {}
 
-type Reply<T> = wasmtime::Result<Result<T, RedisError>>;
+/// What a `spin:redis` function returns.
+type Reply<T> = Result<T, HostError<RedisError>>;
 
 impl RedisHost {
     /// A clone of the connection behind `connection` plus the counters, or an error for the guest.
@@ -84,12 +91,9 @@ impl RedisHost {
     where
         F: Future<Output = Result<R, RedisError>>,
     {
-        let (conn, counters) = match Self::connection(accessor, &connection) {
-            Ok(found) => found,
-            Err(e) => return Ok(Err(e)),
-        };
+        let (conn, counters) = Self::connection(accessor, &connection)?;
         counters.count_command();
-        Ok(call(conn).await)
+        Ok(call(conn).await?)
     }
 }
 

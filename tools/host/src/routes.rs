@@ -1,9 +1,12 @@
-//! HTTP trigger routing, with Spin's matching rules.
+//! HTTP trigger routing, following Spin 4.1 (`crates/routes`, and
+//! `crates/trigger-http` for the `spin-*` header values).
 //!
 //! A route is exact (`/v1/touch`) or a trailing wildcard (`/v1/...`, `/...`).
 //! Leading and trailing slashes do not matter for matching (`/v1/touch/`
 //! matches `/v1/touch`). An exact match beats any wildcard; among wildcards the
 //! longest prefix wins. A later route with the same text replaces an earlier one.
+//! Spin's other pattern syntax (`:name` segments, a trailing `/*`) is not
+//! ported: the product does not use it, and `*` is refused.
 
 use crate::manifest::{HttpTrigger, RouteDecl};
 use anyhow::{Result, bail};

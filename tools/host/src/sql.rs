@@ -9,6 +9,7 @@
 //! reader holds the database back instead of rows piling up in memory; if the
 //! guest drops the stream, the task notices when it next sends (or waits).
 
+use crate::error::HostError;
 use futures_util::FutureExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -28,6 +29,31 @@ const ROW_BUFFER: usize = 4;
 /// The text of the error for a result over [`MAX_RESULT_BYTES`].
 pub fn too_large_message() -> String {
     format!("query result exceeds limit of {MAX_RESULT_BYTES} bytes")
+}
+
+/// The WIT name of `value`'s case, for messages: `ParameterValue::Floating64(1.5)`
+/// is `floating64`, `ParameterValue::DbNull` is `db-null`.
+pub fn case_name(value: &impl std::fmt::Debug) -> String {
+    /// Keeps what bindgen's `Debug` writes before the payload: `Type::Case`.
+    struct UpToPayload(String);
+    impl std::fmt::Write for UpToPayload {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            let end = text.find('(');
+            self.0.push_str(&text[..end.unwrap_or(text.len())]);
+            if end.is_some() { Err(std::fmt::Error) } else { Ok(()) }
+        }
+    }
+    let mut debug = UpToPayload(String::new());
+    let _ = std::fmt::write(&mut debug, format_args!("{value:?}"));
+    let case = debug.0.rsplit("::").next().unwrap_or_default();
+    let mut name = String::new();
+    for (i, c) in case.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('-');
+        }
+        name.push(c.to_ascii_lowercase());
+    }
+    name
 }
 
 /// A WIT error type the plumbing can make `other(...)` errors of.
@@ -83,7 +109,7 @@ impl<R> RowSender<R> {
 pub async fn stream_query<T, H, C, R, E, F, Fut>(
     accessor: &Accessor<T, H>,
     task: F,
-) -> wasmtime::Result<Result<QueryParts<C, R, E>, E>>
+) -> Result<QueryParts<C, R, E>, HostError<E>>
 where
     H: HasData,
     C: Default + Send + 'static,
@@ -103,7 +129,7 @@ where
         Ok(columns) => (columns, Outcome::Pending(outcome_rx)),
         Err(_) => match finished(outcome_rx).await {
             Ok(()) => (C::default(), Outcome::Done),
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(HostError::Guest(e)),
         },
     };
     let (rows, outcome) = accessor.with(|mut access| {
@@ -111,7 +137,7 @@ where
         let outcome = FutureReader::new(&mut access, outcome.into_future())?;
         Ok::<_, wasmtime::Error>((rows, outcome))
     })?;
-    Ok(Ok((columns, rows, outcome)))
+    Ok((columns, rows, outcome))
 }
 
 /// The outcome of a query task that was still running, or had ended well, when the call returned.
@@ -214,6 +240,15 @@ mod tests {
         assert_eq!(take_ready(&mut rx, first, Some(3)), [1, 2, 3]);
         let first = rx.try_recv().unwrap();
         assert_eq!(take_ready(&mut rx, first, None), [4, 5]);
+    }
+
+    #[test]
+    fn case_names_are_the_wit_names() {
+        use crate::bindings::spin::postgres::postgres::ParameterValue;
+        assert_eq!(case_name(&ParameterValue::Floating64(1.5)), "floating64");
+        assert_eq!(case_name(&ParameterValue::DbNull), "db-null");
+        assert_eq!(case_name(&ParameterValue::RangeInt32((None, None))), "range-int32");
+        assert_eq!(case_name(&ParameterValue::Binary(vec![0; 1 << 20])), "binary");
     }
 
     #[test]

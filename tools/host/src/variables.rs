@@ -1,11 +1,14 @@
 //! Application and component variables, and the `spin:variables/variables@3.0.0` host.
 //!
-//! As in Spin, an application variable's value comes from the first provider
-//! that has one: explicit overrides (Spin's `--variable`), then the
-//! environment (`SPIN_VARIABLE_<NAME>`), then the manifest default. Component
-//! variables are templates over application variables (`"{{ redis_url }}"`).
+//! The rules follow Spin 4.1 (`crates/factor-variables`, `crates/expressions`,
+//! `crates/variables-env`): an application variable's value comes from the
+//! first provider that has one: explicit overrides (Spin's `--variable`), then
+//! the environment (`SPIN_VARIABLE_<NAME>`), then the manifest default.
+//! Component variables are templates over application variables
+//! (`"{{ redis_url }}"`). Names follow Spin's rules ([`validate_name`]).
 
-use crate::bindings::spin::variables::variables::{Error as VariableError, HostWithStore};
+use crate::bindings::spin::variables::variables::{Error as VariableError, Host, HostWithStore};
+use crate::error::HostError;
 use crate::manifest::VariableDecl;
 use anyhow::{Result, bail};
 use std::collections::{BTreeMap, HashMap};
@@ -216,11 +219,15 @@ impl HasData for VariablesHost {
     type Data<'a> = &'a ComponentVariables;
 }
 
-impl crate::bindings::spin::variables::variables::Host for &ComponentVariables {}
+impl Host for &ComponentVariables {
+    fn convert_error(&mut self, error: HostError<VariableError>) -> wasmtime::Result<VariableError> {
+        error.into_guest()
+    }
+}
 
 impl<T> HostWithStore<T> for VariablesHost {
-    async fn get(accessor: &Accessor<T, Self>, name: String) -> wasmtime::Result<Result<String, VariableError>> {
-        Ok(accessor.with(|mut access| access.get().lookup(&name)))
+    async fn get(accessor: &Accessor<T, Self>, name: String) -> Result<String, HostError<VariableError>> {
+        Ok(accessor.with(|mut access| access.get().lookup(&name))?)
     }
 }
 
