@@ -2,12 +2,10 @@
 //! unread, recall, categories with their own lifecycle, filters, lock-screen
 //! previews and change events — through the components, on real Redis.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{Answer, App, SERVICE_TOKEN, Setup, assert_badge_consistent, jwt, message};
+use crate::support::{Answer, App, Events, SERVICE_TOKEN, Setup, assert_badge_consistent, jwt, message};
 
 async fn flag(app: &App, user: &str, conversation: &str, action: &str, body: Value) -> Answer {
     let path = format!("/v1/conversations/{conversation}/{action}");
@@ -285,7 +283,9 @@ async fn clear_category_walks_every_user_of_the_tenant_only() {
     app.touch(other).await;
     let (mut users, mut unread, mut cursor, mut calls) = (0, 0, Value::Null, 0);
     loop {
-        let answer = clear_category(&app, json!({"tenant": "acme", "category": "system", "cursor": cursor})).await;
+        let answer =
+            clear_category(&app, json!({"tenant": "acme", "category": "system", "all_users": true, "cursor": cursor}))
+                .await;
         assert_eq!(answer.status, 200, "{:?}", answer.body);
         users += answer.body["users"].as_u64().unwrap();
         unread += answer.body["unread"].as_u64().unwrap();
@@ -378,43 +378,10 @@ async fn the_lockscreen_preview_keeps_allowed_fields_and_cuts_text() {
     assert_eq!(app.list("acme", "u2", "preview=tiny").await.status, 400);
 }
 
-/// The tenant's change events, as a push gateway would see them.
-struct Events {
-    subscription: redis::Connection,
-    publisher: redis::Connection,
-}
-
-impl Events {
-    fn subscribe(app: &App) -> Events {
-        let mut subscription = app.redis.connection().unwrap();
-        redis::cmd("SUBSCRIBE").arg("unread:events:acme").exec(&mut subscription).unwrap();
-        subscription.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Events { subscription, publisher: app.redis.connection().unwrap() }
-    }
-
-    /// Every event published so far: a marker is published after them, and
-    /// everything up to it is read (the scripts publish before answering).
-    fn take(&mut self) -> Vec<Value> {
-        redis::cmd("PUBLISH").arg("unread:events:acme").arg("end").exec(&mut self.publisher).unwrap();
-        let mut events = Vec::new();
-        loop {
-            let parts = match self.subscription.recv_response().unwrap() {
-                redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
-                other => panic!("not a message: {other:?}"),
-            };
-            match parts.last() {
-                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => return events,
-                Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).unwrap()),
-                other => panic!("not a message: {other:?}"),
-            }
-        }
-    }
-}
-
 #[tokio::test]
 async fn every_change_of_a_badge_publishes_one_event_that_matches_the_state() {
     let app = App::start().await;
-    let mut events = Events::subscribe(&app);
+    let mut events = Events::subscribe(&app, "acme");
     let mut touch = message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"]);
     touch["mentions"] = json!(["u2"]);
     app.touch(touch).await;

@@ -490,7 +490,7 @@ async fn service_calls_for_one_tenant_never_touch_another() {
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     only_beta(&app);
     let answer =
-        service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "system", "cursor": null})).await;
+        service("/v1/admin/clear-category", json!({"tenant": "acme", "category": "system", "all_users": true})).await;
     assert_eq!((answer.status, &answer.body["next_cursor"]), (200, &Value::Null), "{:?}", answer.body);
     only_beta(&app);
     let answer =

@@ -113,11 +113,13 @@ pub struct Setup {
     pub max_conversations: u32,
     /// The SQL message store; None: cache-only.
     pub sql_url: Option<String>,
+    /// More variables, or other values for the ones above.
+    pub variables: Vec<(&'static str, String)>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None }
+        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None, variables: Vec::new() }
     }
 }
 
@@ -145,7 +147,7 @@ impl App {
     /// Starts Redis and the host with `setup`.
     pub async fn with(setup: Setup) -> Self {
         let redis = RedisServer::start();
-        let variables = HashMap::from([
+        let mut variables = HashMap::from([
             ("redis_url".to_string(), redis.url()),
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
@@ -153,6 +155,7 @@ impl App {
             ("sql_host".to_string(), setup.sql_url.as_deref().map(server_of).unwrap_or_default()),
             ("sql_url".to_string(), setup.sql_url.unwrap_or_default()),
         ]);
+        variables.extend(setup.variables.into_iter().map(|(name, value)| (name.to_string(), value)));
         let host = RunningHost::start(HostOptions {
             manifest: manifest(),
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -225,6 +228,52 @@ impl App {
             Some(body),
         )
         .await
+    }
+
+    /// `POST /v1/conversations/{id}/{action}` as `user` of `tenant`.
+    pub async fn flag(&self, tenant: &str, user: &str, conversation: &str, action: &str, body: Value) -> Answer {
+        let path = format!("/v1/conversations/{conversation}/{action}");
+        self.send("POST", &path, Some(jwt(tenant, user)), Some(body.to_string())).await
+    }
+
+    /// A service call: `POST path` with `body` and the service token.
+    pub async fn service(&self, path: &str, body: Value) -> Answer {
+        self.send("POST", path, Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    }
+
+    /// `POST /v1/recall` of message `seq` for `members`, with a replacement preview if given.
+    pub async fn recall(
+        &self,
+        tenant: &str,
+        conversation: &str,
+        seq: u64,
+        members: &[&str],
+        preview: Option<Value>,
+    ) -> Answer {
+        let mut body = json!({"tenant": tenant, "conversation": conversation, "seq": seq, "members": members});
+        if let Some(preview) = preview {
+            body["preview"] = preview;
+        }
+        self.service("/v1/recall", body).await
+    }
+
+    /// `POST /v1/join`: `members` joined after message `seq`.
+    pub async fn join(&self, tenant: &str, conversation: &str, seq: u64, members: &[&str]) -> Answer {
+        self.service(
+            "/v1/join",
+            json!({"tenant": tenant, "conversation": conversation, "seq": seq, "members": members}),
+        )
+        .await
+    }
+
+    /// `POST /v1/leave`: `members` left.
+    pub async fn leave(&self, tenant: &str, conversation: &str, members: &[&str]) -> Answer {
+        self.service("/v1/leave", json!({"tenant": tenant, "conversation": conversation, "members": members})).await
+    }
+
+    /// The row of `conversation` in the user's whole list, if it is listed.
+    pub async fn row(&self, tenant: &str, user: &str, conversation: &str) -> Option<Value> {
+        self.whole_list(tenant, user, 100).await.into_iter().find(|r| r["id"] == conversation)
     }
 
     /// Every conversation of the user, following cursors.
@@ -443,5 +492,41 @@ impl App {
     /// `host:port` the app listens on, for raw HTTP.
     pub fn address(&self) -> String {
         self.base.trim_start_matches("http://").to_string()
+    }
+}
+
+/// A tenant's change events, as a push gateway sees them.
+pub struct Events {
+    subscription: redis::Connection,
+    publisher: redis::Connection,
+    channel: String,
+}
+
+impl Events {
+    /// Subscribes to `unread:events:<tenant>` on the app's Redis.
+    pub fn subscribe(app: &App, tenant: &str) -> Events {
+        let channel = format!("unread:events:{tenant}");
+        let mut subscription = app.redis.connection().unwrap();
+        redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).unwrap();
+        subscription.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Events { subscription, publisher: app.redis.connection().unwrap(), channel }
+    }
+
+    /// Every event published so far: a marker is published after them, and
+    /// everything up to it is read (the scripts publish before answering).
+    pub fn take(&mut self) -> Vec<Value> {
+        redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(&mut self.publisher).unwrap();
+        let mut events = Vec::new();
+        loop {
+            let parts = match self.subscription.recv_response().unwrap() {
+                redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
+                other => panic!("not a message: {other:?}"),
+            };
+            match parts.last() {
+                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => return events,
+                Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).unwrap()),
+                other => panic!("not a message: {other:?}"),
+            }
+        }
     }
 }

@@ -79,7 +79,8 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
             badge,
             json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}, "degraded": false})
         );
-        // A read ahead of any stored message, by a user not loaded yet.
+        // A read ahead of any stored message, by a member not loaded yet.
+        conversation(&store, "later", "chat", &["u9"]).await;
         let early = app.mark_read("acme", "u9", "later", 3).await.body;
         assert_eq!(
             (early["degraded"].as_bool(), early["read_seq"].as_u64(), early["unread"].as_u64()),

@@ -128,6 +128,16 @@ async fn run(instances: InstanceMode, label: &str) {
     })
     .await
     .print();
+    flood_pending_mentions(&app).await;
+    phase(&app, "touch (500, 10 000 @all unread)", 200, |app, i| async move {
+        let members: Vec<String> = (0..500).map(|k| format!("u{k}")).collect();
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        let mut touch = message("bench", "flood", 10_002 + i as u64, 1_764_461_000_000 + i as u64, "u0", &members);
+        touch["mention_all"] = json!(true);
+        app.touch(touch).await
+    })
+    .await
+    .print();
     phase(&app, "mark-read", 4_000, |app, i| async move {
         app.mark_read("bench", &format!("u{}", i % USERS), &format!("g{}", i % 200), 1 + (i % 10) as u64).await
     })
@@ -174,12 +184,70 @@ async fn run(instances: InstanceMode, label: &str) {
             )
         })
         .collect();
+    kept_cursor_bytes(&app).await;
     let conversations = app.whole_list("bench", "u7", 100).await.len();
     println!(
         "redis: {keys} keys, {:.1} MiB used; user u7: {conversations} conversations in {} keys, {per_user} bytes ({})",
         used as f64 / 1048576.0,
         sample.len(),
         encodings.join(", ")
+    );
+}
+
+/// 500 members who each have 10 000 unread @all mentions in "flood": one
+/// real touch, then the 10 000 mentions written straight into each member's
+/// marks (as 10 000 touches would leave them), so that the next touches
+/// show what pending mentions cost a touch.
+async fn flood_pending_mentions(app: &App) {
+    let members: Vec<String> = (0..500).map(|k| format!("u{k}")).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let mut touch = message("bench", "flood", 10_001, 1_764_460_999_000, "u0", &names);
+    touch["mention_all"] = json!(true);
+    assert_eq!(app.touch(touch).await.status, 200);
+    let mut redis = app.redis.connection().unwrap();
+    for member in &members[1..] {
+        let prefix = format!("un:v2:{{bench:{member}}}:");
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(format!("{prefix}marks"));
+        for seq in 1..=10_000u64 {
+            zadd.arg(0).arg(format!("flood\0m{seq:016}"));
+        }
+        let _: () = zadd.query(&mut redis).unwrap();
+        let value: String = redis::cmd("HGET").arg(format!("{prefix}conv")).arg("flood").query(&mut redis).unwrap();
+        let (_, rest) = value.split_once(':').unwrap();
+        let (read, rest) = rest.split_once(':').unwrap();
+        let (_, rest) = rest.split_once(':').unwrap();
+        let (recalled, rest) = rest.split_once(':').unwrap();
+        let (_, rest) = rest.split_once(':').unwrap();
+        let value = format!("10001:{read}:10001:{recalled}:k:{rest}");
+        let _: () = redis::cmd("HSET").arg(format!("{prefix}conv")).arg("flood").arg(value).query(&mut redis).unwrap();
+        let _: () =
+            redis::cmd("HINCRBY").arg(format!("{prefix}badge")).arg("chat:@").arg(10_000).query(&mut redis).unwrap();
+    }
+    let u1 = app.whole_list("bench", "u1", 100).await;
+    let flood = u1.iter().find(|r| r["id"] == "flood").unwrap();
+    assert_eq!((flood["unread"].as_u64(), flood["mentions"].as_u64()), (Some(10_001), Some(10_001)), "{flood}");
+}
+
+/// Memory per kept cursor: a user in 300 one-to-one conversations keeps 100
+/// listed and 200 with their cursors.
+async fn kept_cursor_bytes(app: &App) {
+    for i in 0..300u64 {
+        let peer = format!("p{i}");
+        app.touch(message("bench", &format!("h{i}"), 1, 1_764_470_000_000 + i, &peer, &["heavy", &peer])).await;
+        app.mark_read("bench", "heavy", &format!("h{i}"), 1).await;
+    }
+    let mut redis = app.redis.connection().unwrap();
+    let mut bytes = 0u64;
+    for key in ["kept", "kept:age"] {
+        let usage: u64 =
+            redis::cmd("MEMORY").arg("USAGE").arg(format!("un:v2:{{bench:heavy}}:{key}")).query(&mut redis).unwrap();
+        bytes += usage;
+    }
+    let kept: u64 = redis::cmd("HLEN").arg("un:v2:{bench:heavy}:kept").query(&mut redis).unwrap();
+    println!(
+        "kept cursors: a user with {kept} kept beyond the list uses {bytes} bytes for them, {} per kept cursor",
+        bytes / kept.max(1)
     );
 }
 

@@ -129,6 +129,7 @@ BODIES = {
     ("POST", "/v1/recall"): bias_recall,
     ("POST", "/v1/mark-read"): bias_mark_read,
     ("POST", "/v1/admin/conversations/{id}/delete"): bias_tenant_members,
+    ("POST", "/v1/leave"): bias_tenant_members,
     ("POST", "/v1/admin/clear-category"): bias_clear_category,
     ("POST", "/v1/admin/reconcile"): bias_reconcile,
 }

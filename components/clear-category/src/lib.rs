@@ -1,8 +1,9 @@
 //! `POST /v1/admin/clear-category` (service token): marks read everything
 //! of one category, and nothing of another. `{"tenant", "category", "user"}`
-//! or `"users": [...]` (at most 1000), or neither with `"cursor"` to walk
-//! every user of the tenant in batches. `"dry_run": true` reports what would
-//! be cleared and writes nothing.
+//! or `"users": [...]` (at most 1000), or `"all_users": true` (with
+//! `"cursor"`, null at first) to walk every user of the tenant in batches:
+//! a whole tenant is never cleared by leaving the user out. `"dry_run":
+//! true` reports what would be cleared and writes nothing.
 
 use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
@@ -19,6 +20,8 @@ struct Clear {
     category: Category,
     user: Option<Identifier>,
     users: Option<Vec<Identifier>>,
+    #[serde(default)]
+    all_users: bool,
     cursor: Option<Identifier>,
     #[serde(default)]
     dry_run: bool,
@@ -33,11 +36,14 @@ async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
     service_call(&request).await?;
     let clear: Clear = json_body(request).await?;
-    let scope = match (clear.user, clear.users, clear.cursor) {
-        (Some(user), None, None) => UserScope::Users(vec![user.into_string()]),
-        (None, Some(users), None) => UserScope::Users(id_list("users", users, 1, MAX_USERS)?),
-        (None, None, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
-        _ => return Err(Problem::bad_request("invalid_request", "give one of user, users or cursor")),
+    let scope = match (clear.user, clear.users, clear.all_users, clear.cursor) {
+        (Some(user), None, false, None) => UserScope::Users(vec![user.into_string()]),
+        (None, Some(users), false, None) => UserScope::Users(id_list("users", users, 1, MAX_USERS)?),
+        (None, None, true, cursor) => UserScope::Walk(cursor.map(Identifier::into_string)),
+        _ => {
+            let message = "give one of user, users, or all_users: true (with cursor to go on with a walk)";
+            return Err(Problem::bad_request("invalid_request", message));
+        }
     };
     let report =
         counts::clear_category(clear.tenant.into_string(), scope, clear.category.into_string(), clear.dry_run).await?;

@@ -34,12 +34,16 @@ pub async fn run(
     let limits = Limits::read().await?;
     let mut report = ClearReport { users: 0, conversations: 0, unread: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
-        if let Some(url) = &store {
-            reconcile::check(url, tenant, chunk, limits).await?;
-        }
-        let inventory = CategoryInventory { category, members: Members { tenant, users: chunk } };
-        let inventory: Inventory =
-            redis::run(&inventory).await?.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
+        let inventory = match &store {
+            // A dry run writes nothing, not even a repair: it reads the truth.
+            Some(url) if dry_run => from_truth(url, tenant, chunk, category, limits).await?,
+            Some(url) => {
+                reconcile::check(url, tenant, chunk, limits).await?;
+                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk } }).await?
+            }
+            None => redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk } }).await?,
+        };
+        let inventory: Inventory = inventory.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         report.users += inventory.len() as u32;
         report.conversations += inventory.iter().map(|(_, rows)| rows.len() as u32).sum::<u32>();
         report.unread += inventory.iter().flat_map(|(_, rows)| rows.iter().map(|r| r.2)).sum::<u64>();
@@ -48,6 +52,28 @@ pub async fn run(
         }
     }
     Ok(report)
+}
+
+/// What the inventory script would find once the users were reconciled:
+/// their conversations of `category` (listed or kept) with something to clear.
+async fn from_truth(
+    url: &str,
+    tenant: &str,
+    users: &[String],
+    category: &str,
+    limits: Limits,
+) -> Result<Inventory, Error> {
+    let truth = sql::truth(url, tenant, users, limits).await?;
+    let inventory = users.iter().map(|user| {
+        let rows = truth
+            .rows
+            .iter()
+            .filter(|r| &r.user == user && r.category == category && (r.read_seq < r.last_seq || r.marked_unread))
+            .map(|r| (r.conversation.clone(), r.last_seq, r.counts().counted().unread))
+            .collect();
+        (user.clone(), rows)
+    });
+    Ok(inventory.collect())
 }
 
 /// Writes the cursors to SQL first (the truth), then clears Redis.

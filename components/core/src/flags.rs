@@ -1,12 +1,16 @@
-//! A user's own settings of a conversation: mute, pin, mark unread. With a
-//! SQL store the setting is written there first (it is truth: it survives a
-//! Redis restart), and a user Redis does not hold (or Redis down) is answered
-//! from the truth, as reads are; a setting then refused (no such
-//! conversation, too many pins) is taken back, so the truth never keeps it.
+//! A user's own settings of a conversation: mute, pin, mark unread.
+//!
+//! With a SQL store the truth decides first — the user must be a member, and
+//! a pin must stay within `max_pins` — then the setting is written there
+//! (it survives a Redis restart) and then to Redis. Where Redis cannot
+//! answer for it (the user not loaded, the conversation not there yet, or
+//! Redis down or out of step), the answer comes from the truth, and the
+//! user's Redis state is rebuilt from it.
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
 use crate::config::{self, Limits};
 use crate::scripts::{FlagSet, Loaded, SetFlag};
+use crate::sql::Permit;
 use crate::{degraded, redis, sql};
 
 /// Sets `flag` on the user's `conversation`; answers its row and the badge.
@@ -24,6 +28,12 @@ pub async fn set(
         ConversationFlag::MarkedUnread => (sql::Setting::MarkedUnread, true),
     };
     if let Some(url) = &store {
+        let pins_allowed = (matches!(flag, ConversationFlag::Pinned(true))).then_some(max_pins);
+        match sql::setting_permit(url, &who.tenant, &who.user, &conversation, pins_allowed).await? {
+            Permit::Member => {}
+            Permit::NotMember => return Err(crate::unknown_conversation(&conversation)),
+            Permit::TooManyPins => return Err(Error::TooManyPins(max_pins)),
+        }
         sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, on).await?;
     }
     let set = SetFlag {
@@ -36,22 +46,19 @@ pub async fn set(
         max_kept: limits.max_kept,
         require_loaded: store.is_some(),
     };
-    let answer = redis::run(&set).await.and_then(|loaded| match loaded {
-        Loaded::Ready(FlagSet::Done(state)) => Ok(Loaded::Ready(state)),
-        Loaded::Ready(FlagSet::Unknown) => Err(crate::unknown_conversation(&conversation)),
-        Loaded::Ready(FlagSet::TooManyPins) => Err(Error::TooManyPins(max_pins)),
-        Loaded::Miss(version) => Ok(Loaded::Miss(version)),
+    let answer = redis::run(&set).await.and_then(|loaded| match (loaded, &store) {
+        (Loaded::Ready(FlagSet::Done(state)), _) => Ok(Loaded::Ready(state)),
+        (Loaded::Miss(version), _) => Ok(Loaded::Miss(version)),
+        // The truth allowed it: Redis is behind it, and is rebuilt.
+        (Loaded::Ready(FlagSet::Unknown(version) | FlagSet::TooManyPins(version)), Some(_)) => {
+            Ok(Loaded::Miss(version))
+        }
+        (Loaded::Ready(FlagSet::Unknown(_)), None) => Err(crate::unknown_conversation(&conversation)),
+        (Loaded::Ready(FlagSet::TooManyPins(_)), None) => Err(Error::TooManyPins(max_pins)),
     });
     let (whom, id) = (&who, conversation.as_str());
-    let state = crate::or_from_truth(answer, &store, &who, true, |url, version| async move {
+    crate::or_from_truth(answer, &store, &who, true, |url, version| async move {
         degraded::conversation_state(&url, whom, id, version).await
     })
-    .await;
-    match (state, &store) {
-        (Err(refused @ (Error::UnknownConversation(_) | Error::TooManyPins(_))), Some(url)) => {
-            sql::set_setting(url, &who.tenant, &who.user, &conversation, setting, false).await?;
-            Err(refused)
-        }
-        (state, _) => state,
-    }
+    .await
 }

@@ -47,6 +47,10 @@ const MAX_EXACT: u64 = (1 << 53) - 1;
 /// timestamp as a seq must not silence the conversation for good.
 const READ_AHEAD: u64 = 10_000;
 
+/// How long (seconds) a user that holds no listed conversation keeps its
+/// other keys (kept cursors, marks, meta): 30 days.
+const IDLE_TTL: u64 = 30 * 24 * 3600;
+
 struct Core;
 
 impl Guest for Core {
@@ -55,8 +59,12 @@ impl Guest for Core {
         check_exact(message.ts.saturating_mul(1000).saturating_add(999), "ts")?;
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
+        let mut members = roles(&message);
         if let Some(url) = &store {
             record_in_truth(url, &message).await?;
+            let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
+            let truly = sql::members_among(url, &message.tenant, &message.conversation, &users).await?;
+            members.retain(|(user, _)| truly.contains(user));
         }
         let touch = Touch {
             tenant: &message.tenant,
@@ -69,7 +77,7 @@ impl Guest for Core {
             max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
-            members: roles(&message),
+            members,
         };
         match redis::run(&touch).await? {
             Touched::Conflict { user, category } => Err(Error::Conflict(format!(
@@ -86,8 +94,10 @@ impl Guest for Core {
         check_exact(seq, "seq")?;
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
-        if let Some(url) = &store {
-            sql::advance_cursor(url, &who.tenant, &who.user, &conversation, seq).await?;
+        if let Some(url) = &store
+            && !sql::read_as_member(url, &who.tenant, &who.user, &conversation, seq, READ_AHEAD).await?
+        {
+            return Err(unknown_conversation(&conversation));
         }
         let read = MarkRead {
             tenant: &who.tenant,
@@ -173,17 +183,18 @@ impl Guest for Core {
             let cursors: Vec<(String, String, u64)> =
                 users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::join_cursors(url, &tenant, &cursors).await?;
+            // The truth lists the conversation for its new members at once (it
+            // has its last message): so does Redis, rebuilt from it.
+            let rebuilt = reconcile::check(url, &tenant, &users, limits).await?;
+            return Ok(rebuilt.iter().filter(|r| r.drifted).count() as u32);
         }
         let join = Join {
             conversation: &conversation,
             seq,
             max_kept: limits.max_kept,
-            require_loaded: store.is_some(),
             members: Members { tenant: &tenant, users: &users },
         };
-        let (changed, unanswered) = redis::run(&join).await?;
-        answer_from_truth(&store, &tenant, &unanswered, limits).await?;
-        Ok(changed)
+        redis::run(&join).await
     }
 
     async fn leave(tenant: String, conversation: String, members: Vec<String>) -> Result<u32, Error> {
@@ -248,6 +259,7 @@ async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: 
     let limits = Limits::read().await?;
     let leave = Leave {
         conversation,
+        max_conversations: limits.max_conversations,
         max_kept: limits.max_kept,
         require_loaded: store.is_some(),
         members: Members { tenant, users },

@@ -23,9 +23,12 @@ const ATTEMPTS: usize = 3;
 
 /// Checks the users of `scope`.
 pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileReport, Error> {
-    let (users, next_cursor) = match scope {
-        UserScope::Users(users) => (users, None),
-        UserScope::Walk(after) => walk_members(url, tenant, after).await?,
+    let (users, next_cursor, walk) = match scope {
+        UserScope::Users(users) => (users, None, false),
+        UserScope::Walk(after) => {
+            let (users, next) = walk_members(url, tenant, after).await?;
+            (users, next, true)
+        }
     };
     let limits = Limits::read().await?;
     let threshold = u64::from(config::drift_alert_threshold().await?);
@@ -38,6 +41,10 @@ pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileR
             report.max_drift = report.max_drift.max(rebuilt.max_drift);
             warn(tenant, &rebuilt, threshold);
         }
+    }
+    if walk && report.next_cursor.is_none() {
+        // A whole pass is done: what no member can count any more goes.
+        sql::prune_marks(url, tenant).await?;
     }
     Ok(report)
 }

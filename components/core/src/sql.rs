@@ -14,12 +14,21 @@ use spin_sdk::{mysql, pg};
 use crate::cached::{Slot, with_connection, within};
 use crate::{Error, config};
 
+mod member;
 mod truth;
+pub use member::{Permit, read_as_member, setting_permit};
 pub use truth::{Truth, TruthRow, truth};
 
 enum Store {
-    Mysql(mysql::Connection),
+    Mysql(Mysql),
     Postgres(pg::Connection),
+}
+
+/// A MySQL or MariaDB connection, and whether the server takes `INSERT ...
+/// RETURNING` (MariaDB does; MySQL does not).
+struct Mysql {
+    connection: mysql::Connection,
+    returning: bool,
 }
 
 #[derive(Clone)]
@@ -28,6 +37,7 @@ enum Param {
     Int(i64),
 }
 
+#[derive(Debug)]
 enum Value {
     Int(i64),
     Text(String),
@@ -66,17 +76,17 @@ pub async fn join_cursors(url: &str, tenant: &str, cursors: &[(String, String, u
 }
 
 async fn upsert_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)], read: bool) -> Result<(), Error> {
-    if cursors.is_empty() {
-        return Ok(());
-    }
     let now = now_ms();
-    let params = cursors
-        .iter()
-        .flat_map(|(user, conversation, seq)| {
-            [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)]
-        })
-        .collect();
-    execute(url, |store| advance_statement(store, cursors.len(), read), params).await
+    for cursors in cursors.chunks(ROWS_PER_STATEMENT) {
+        let params = cursors
+            .iter()
+            .flat_map(|(user, conversation, seq)| {
+                [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)]
+            })
+            .collect();
+        execute(url, |store| advance_statement(store, cursors.len(), read), params).await?;
+    }
+    Ok(())
 }
 
 /// Removes what unread recorded of members who left a conversation.
@@ -196,20 +206,61 @@ pub async fn record_mentions(
     if users.is_empty() {
         return Ok(());
     }
-    let params = users
-        .iter()
-        .flat_map(|user| [text(tenant), text(conversation), Param::Int(seq as i64), text(user), text(sender)])
-        .collect();
-    let statement = |store: &Store| {
-        insert_new(store, "unread_mentions (tenant, conversation, seq, user_id, sender)", 5, users.len())
-    };
-    execute(url, statement, params).await
+    for users in users.chunks(ROWS_PER_STATEMENT) {
+        let params = users
+            .iter()
+            .flat_map(|user| [text(tenant), text(conversation), Param::Int(seq as i64), text(user), text(sender)])
+            .collect();
+        let statement = |store: &Store| {
+            insert_new(store, "unread_mentions (tenant, conversation, seq, user_id, sender)", 5, users.len())
+        };
+        execute(url, statement, params).await?;
+    }
+    Ok(())
 }
 
 /// Records a recalled message.
 pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64) -> Result<(), Error> {
     let params = vec![text(tenant), text(conversation), Param::Int(seq as i64)];
     execute(url, |store| insert_new(store, "unread_recalls (tenant, conversation, seq)", 3, 1), params).await
+}
+
+/// Which of `users` the memberships view has in the conversation: a touch
+/// applies to those only, so that one held back past a leave (or naming
+/// someone by mistake) cannot give a non-member the conversation.
+pub async fn members_among(
+    url: &str,
+    tenant: &str,
+    conversation: &str,
+    users: &[String],
+) -> Result<std::collections::HashSet<String>, Error> {
+    let mut members = std::collections::HashSet::new();
+    for users in users.chunks(ROWS_PER_STATEMENT) {
+        let statement = |store: &Store| {
+            let list = (0..users.len()).map(|i| store.placeholder(i + 3)).collect::<Vec<_>>().join(", ");
+            let user = match store {
+                Store::Mysql(_) => "CAST(user_id AS BINARY)",
+                Store::Postgres(_) => "user_id",
+            };
+            format!(
+                "SELECT DISTINCT {user} FROM unread_memberships WHERE tenant = {} AND conversation = {} \
+                 AND user_id IN ({list})",
+                store.placeholder(1),
+                store.placeholder(2)
+            )
+        };
+        let mut params = vec![text(tenant), text(conversation)];
+        params.extend(users.iter().map(|u| text(u)));
+        for mut row in query(url, statement, params).await? {
+            match row.pop() {
+                Some(Value::Text(user)) => {
+                    members.insert(user);
+                }
+                _ => return Err(malformed("user_id")),
+            }
+        }
+    }
+    Ok(members)
 }
 
 /// The next `limit` users of a tenant with a membership, after `after`.
@@ -225,17 +276,40 @@ pub async fn members_after(url: &str, tenant: &str, after: &str, limit: u32) -> 
 }
 
 async fn execute(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Param>) -> Result<(), Error> {
+    execute_built(url, |store| (statement(store), params.clone())).await
+}
+
+async fn query(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Param>) -> Result<Vec<Vec<Value>>, Error> {
+    query_built(url, |store| (statement(store), params.clone())).await
+}
+
+/// Runs the statement `build` writes for the store, with the parameters in
+/// the order its placeholders occur (they differ between the dialects).
+async fn execute_built(url: &str, build: impl Fn(&Store) -> (String, Vec<Param>)) -> Result<(), Error> {
     let operation = |store: std::rc::Rc<Store>| {
-        let (statement, params) = (statement(&store), params.clone());
+        let (statement, params) = build(&store);
         async move { store.execute(&statement, params).await }
     };
     in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
 }
 
-async fn query(url: &str, statement: impl Fn(&Store) -> String, params: Vec<Param>) -> Result<Vec<Vec<Value>>, Error> {
+/// Like [`execute_built`], for a statement that answers rows.
+async fn query_built(url: &str, build: impl Fn(&Store) -> (String, Vec<Param>)) -> Result<Vec<Vec<Value>>, Error> {
     let operation = |store: std::rc::Rc<Store>| {
-        let (statement, params) = (statement(&store), params.clone());
+        let (statement, params) = build(&store);
         async move { store.query(&statement, params).await }
+    };
+    in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
+}
+
+/// Whether the store answers `INSERT ... RETURNING` (PostgreSQL, MariaDB;
+/// not MySQL).
+async fn returning(url: &str) -> Result<bool, Error> {
+    let operation = |store: std::rc::Rc<Store>| async move {
+        Ok::<_, String>(match &*store {
+            Store::Mysql(mysql) => mysql.returning,
+            Store::Postgres(_) => true,
+        })
     };
     in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
 }
@@ -337,10 +411,13 @@ fn insert_new(store: &Store, table_and_columns: &str, columns: usize, rows: usiz
     }
 }
 
+/// The next users of a tenant in the view's own order, so that the view's
+/// index serves the walk (under a case-insensitive collation, user ids that
+/// differ only in case are one user to the app, and to the walk).
 fn walk_statement(store: &Store) -> String {
     match store {
-        Store::Mysql(_) => "SELECT DISTINCT CAST(user_id AS BINARY) AS u FROM unread_memberships \
-             WHERE tenant = ? AND CAST(user_id AS BINARY) > ? ORDER BY u LIMIT ?"
+        Store::Mysql(_) => "SELECT DISTINCT user_id FROM unread_memberships \
+             WHERE tenant = ? AND user_id > ? ORDER BY user_id LIMIT ?"
             .into(),
         Store::Postgres(_) => "SELECT DISTINCT user_id FROM unread_memberships \
              WHERE tenant = $1 AND user_id > $2 ORDER BY user_id LIMIT $3"
@@ -348,10 +425,57 @@ fn walk_statement(store: &Store) -> String {
     }
 }
 
+/// Rows of a multi-row statement per statement: far under every server's
+/// placeholder limit (65 535) whatever the row width.
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// Removes recalls and mentions no member can count any more: at or below
+/// the cursor of every member (a mention: of the member it names), or of a
+/// conversation nobody is a member of. Run when a reconcile walk completes.
+pub async fn prune_marks(url: &str, tenant: &str) -> Result<(), Error> {
+    let cursor = |user: &str, table: &str| {
+        format!(
+            "COALESCE((SELECT r.read_seq FROM unread_read_cursors r WHERE r.tenant = {table}.tenant \
+               AND r.user_id = {user} AND r.conversation = {table}.conversation), 0)"
+        )
+    };
+    let everyone = |table: &str| {
+        format!(
+            "COALESCE((SELECT MIN({}) FROM unread_memberships m WHERE m.tenant = {table}.tenant \
+               AND m.conversation = {table}.conversation), {MAX})",
+            cursor("m.user_id", table),
+            MAX = crate::MAX_EXACT,
+        )
+    };
+    let statements = [
+        format!("DELETE FROM unread_recalls WHERE tenant = {{}} AND seq <= {}", everyone("unread_recalls")),
+        format!(
+            "DELETE FROM unread_mentions WHERE tenant = {{}} AND user_id = '*' AND seq <= {}",
+            everyone("unread_mentions")
+        ),
+        format!(
+            "DELETE FROM unread_mentions WHERE tenant = {{}} AND user_id <> '*' AND seq <= {}",
+            cursor("unread_mentions.user_id", "unread_mentions")
+        ),
+    ];
+    for statement in statements {
+        execute(url, |store| statement.replace("{}", &store.placeholder(1)), vec![text(tenant)]).await?;
+    }
+    Ok(())
+}
+
 impl Store {
     async fn open(url: &str) -> Result<Store, String> {
         let store = if url.starts_with("mysql://") {
-            Store::Mysql(mysql::Connection::open(url).await.map_err(|e| e.to_string())?)
+            let connection = mysql::Connection::open(url).await.map_err(|e| e.to_string())?;
+            let mut store = Store::Mysql(Mysql { connection, returning: false });
+            let version = store.query("SELECT VERSION()", Vec::new()).await?;
+            let mariadb =
+                matches!(version.first().and_then(|row| row.first()), Some(Value::Text(v)) if v.contains("MariaDB"));
+            if let Store::Mysql(mysql) = &mut store {
+                mysql.returning = mariadb;
+            }
+            store
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Store::Postgres(pg::Connection::open(url).await.map_err(|e| e.to_string())?)
         } else {
@@ -388,6 +512,7 @@ impl Store {
     async fn execute(&self, statement: &str, params: Vec<Param>) -> Result<(), String> {
         match self {
             Store::Mysql(c) => c
+                .connection
                 .execute(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>())
                 .await
                 .map_err(|e| format!("{e:?}")),
@@ -403,6 +528,7 @@ impl Store {
         match self {
             Store::Mysql(c) => {
                 let result = c
+                    .connection
                     .query(statement, params.into_iter().map(Param::mysql).collect::<Vec<_>>())
                     .await
                     .map_err(|e| e.to_string())?;

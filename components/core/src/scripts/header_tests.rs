@@ -132,8 +132,14 @@ fn samples() -> BTreeMap<&'static str, Names> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&Join { conversation: "c", seq: 1, max_kept: 1000, require_loaded: false, members: members() }),
-        encoded(&Leave { conversation: "c", max_kept: 1000, require_loaded: false, members: members() }),
+        encoded(&Join { conversation: "c", seq: 1, max_kept: 1000, members: members() }),
+        encoded(&Leave {
+            conversation: "c",
+            max_conversations: 100,
+            max_kept: 1000,
+            require_loaded: false,
+            members: members(),
+        }),
         encoded(&CategoryInventory { category: "chat", members: members() }),
         encoded(&ClearCategory {
             tenant: "t",

@@ -1,11 +1,11 @@
 -- Members joined a conversation after message seq (or came back to it):
 -- each read cursor moves up to seq (never back), so what came before never
 -- counts; a member who had left or whose conversation was deleted starts
--- again from seq. The member's own mark-unread stays. Members the SQL store
--- must answer for are named in the reply (see touch.lua).
--- Reply: {changed (members whose state changed), n, n users}.
+-- again from seq. The member's own mark-unread stays. (With a SQL store the
+-- members are rebuilt from the truth instead.)
+-- Reply: how many members' state changed.
 local _, A, members = declare {
-  args = {'conversation', 'seq', 'max_kept', 'require_loaded', 'channel'},
+  args = {'conversation', 'seq', 'max_kept', 'idle_ttl', 'channel'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)
@@ -21,12 +21,14 @@ local function join_member(m)
     st = new_state()
     st.read = seq
     keep(m, conv, st, max_kept)
+    idle(m, A.idle_ttl)
     return true
   end
   local before = where == 'conv' and counted(st) or NOTHING
   st.read = seq
   if where ~= 'conv' then
     keep(m, conv, st, max_kept)
+    idle(m, A.idle_ttl)
     return true
   end
   local now = save(m, conv, before, st)
@@ -34,14 +36,8 @@ local function join_member(m)
   return true
 end
 
-local changed, unanswered = 0, {}
+local changed = 0
 for _, m in ipairs(members) do
-  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
-    unanswered[#unanswered + 1] = m.user
-  elseif join_member(m) then
-    changed = changed + 1
-  end
+  if join_member(m) then changed = changed + 1 end
 end
-local out = {changed, #unanswered}
-for _, user in ipairs(unanswered) do out[#out + 1] = user end
-return out
+return changed

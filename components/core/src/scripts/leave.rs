@@ -8,6 +8,7 @@ use crate::scripts::Members;
 /// The members' state of `conversation` goes, a tombstone stays.
 pub struct Leave<'a> {
     pub conversation: &'a str,
+    pub max_conversations: u32,
     pub max_kept: u32,
     pub require_loaded: bool,
     pub members: Members<'a>,
@@ -23,7 +24,9 @@ impl Script for Leave<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.arg("conversation", self.conversation);
+        call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
+        call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.members.tenant));
         self.members.encode(call, |_, _| {});

@@ -32,6 +32,7 @@ impl Script for MarkRead<'_> {
         call.arg("seq", self.seq);
         call.arg("ahead", self.ahead);
         call.arg("max_kept", self.max_kept);
+        call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
     }

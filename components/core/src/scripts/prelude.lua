@@ -143,12 +143,14 @@ local function drop_marks(u, conv)
   redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
 end
 
--- The preview a recall left for a message whose touch had not come yet.
+-- The preview a recall left for a message whose touch had not come yet;
+-- taken (it serves that one touch).
 local function replacement_preview(u, conv, seq)
   local prefix = mark(conv, 'p', seq)
   local found = redis.call('ZRANGEBYLEX', u.marks, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
-  if found[1] then return string.sub(found[1], #prefix + 1) end
-  return nil
+  if not found[1] then return nil end
+  redis.call('ZREM', u.marks, found[1])
+  return string.sub(found[1], #prefix + 1)
 end
 
 -- Marks at or below the cursor can never count again and go; the counts are
@@ -282,8 +284,21 @@ local function unlist(u, conv)
   return st, was
 end
 
--- Lists a conversation (new, or back from kept) at `score`.
+-- A user with no listed conversation keeps its other keys (kept cursors,
+-- marks, meta) for `ttl` seconds: the key space shrinks when users go, and
+-- no call leaves keys behind for good for a user that holds nothing.
+local function idle(u, ttl)
+  if redis.call('ZCARD', u.list) == 0 then
+    for _, key in ipairs({u.meta, u.kept, u.age, u.marks}) do redis.call('EXPIRE', key, ttl) end
+  end
+end
+
+-- Lists a conversation (new, or back from kept) at `score`; a user that had
+-- none listed is no longer idle.
 local function enlist(u, conv, st, score)
+  if redis.call('ZCARD', u.list) == 0 then
+    for _, key in ipairs({u.meta, u.kept, u.age, u.marks}) do redis.call('PERSIST', key) end
+  end
   redis.call('HDEL', u.kept, conv)
   redis.call('ZREM', u.age, conv)
   redis.call('ZADD', u.list, score, conv)
@@ -307,6 +322,48 @@ local function trim(u, max_conversations, max_kept)
     local st, was = unlist(u, oldest)
     if differs(was, NOTHING) then moved = true end
     keep(u, oldest, st, max_kept)
+  end
+  return moved
+end
+
+-- After the list lost a conversation or a pin: the newest kept ones that
+-- have a message come back while there is room, or while they are newer
+-- than the oldest listed unpinned one, so that the list is always the
+-- pinned conversations and then the newest. O(kept). Returns whether the
+-- badge moved.
+local function rebalance(u, max_conversations, max_kept)
+  local moved = trim(u, max_conversations, max_kept)
+  local candidates, kept = {}, redis.call('HGETALL', u.kept)
+  for i = 1, #kept, 2 do
+    local st = decode_state(kept[i + 1])
+    if st.score ~= '' and not has_flag(st, 'x') then
+      candidates[#candidates + 1] = {conv = kept[i], st = st, score = tonumber(st.score)}
+    end
+  end
+  table.sort(candidates, function(a, b)
+    if a.score ~= b.score then return a.score > b.score end
+    return a.conv > b.conv
+  end)
+  for _, candidate in ipairs(candidates) do
+    if redis.call('ZCARD', u.list) >= max_conversations then
+      local oldest, oldest_score
+      local rows = redis.call('ZRANGE', u.list, 0, redis.call('HLEN', u.pinned), 'WITHSCORES')
+      for i = 1, #rows, 2 do
+        if redis.call('HEXISTS', u.pinned, rows[i]) == 0 then
+          oldest, oldest_score = rows[i], tonumber(rows[i + 1])
+          break
+        end
+      end
+      local newer = oldest and (candidate.score > oldest_score
+        or (candidate.score == oldest_score and candidate.conv > oldest))
+      if not newer then break end
+      local st, was = unlist(u, oldest)
+      if differs(was, NOTHING) then moved = true end
+      keep(u, oldest, st, max_kept)
+    end
+    local score = candidate.st.score
+    enlist(u, candidate.conv, candidate.st, score)
+    if differs(save(u, candidate.conv, NOTHING, candidate.st), NOTHING) then moved = true end
   end
   return moved
 end

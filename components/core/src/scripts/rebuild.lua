@@ -11,7 +11,7 @@
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'channel'},
+  args = {'idle_ttl', 'channel'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
 
@@ -47,8 +47,41 @@ local function parse(rows)
   return out
 end
 
+-- The mention and recall marks Redis holds for a conversation (a preview
+-- kept for a recalled message not yet touched is Redis's alone: the truth
+-- has it in the app's heads).
 local function stored_marks(u, conv)
-  return redis.call('ZRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
+  local out = {}
+  for _, m in ipairs(redis.call('ZRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')) do
+    if string.sub(m, #conv + 2, #conv + 2) ~= 'p' then out[#out + 1] = m end
+  end
+  return out
+end
+
+-- Two JSON texts with the same meaning (a JSONB column orders keys its own way).
+local function same_json(a, b)
+  local ok_a, x = pcall(cjson.decode, a)
+  local ok_b, y = pcall(cjson.decode, b)
+  if not (ok_a and ok_b) then return a == b end
+  local function same(p, q)
+    if type(p) ~= type(q) then return false end
+    if type(p) ~= 'table' then return p == q end
+    for k, v in pairs(p) do if not same(v, q[k]) then return false end end
+    for k in pairs(q) do if p[k] == nil then return false end end
+    return true
+  end
+  return same(x, y)
+end
+
+-- A stored state and the truth's: equal, or equal but for how the preview
+-- JSON is written.
+local function same_state(value, expected)
+  if value == expected then return true end
+  if not value then return false end
+  local a, b = decode_state(value), decode_state(expected)
+  local preview_a, preview_b = a.preview, b.preview
+  a.preview, b.preview = '', ''
+  return encode_state(a) == encode_state(b) and same_json(preview_a, preview_b)
 end
 
 local function same_list(a, b)
@@ -76,14 +109,14 @@ local function compare(u, truth)
     local expected = encode_state({last = t.st.last, read = t.st.read, mentions = t.st.mentions,
       recalled = t.st.recalled, flags = t.st.flags, category = t.st.category, score = stored, preview = t.st.preview})
     local score = redis.call('ZSCORE', u.list, t.conv)
-    local same = value == expected and same_list(stored_marks(u, t.conv), t.marks)
+    local same = same_state(value, expected) and same_list(stored_marks(u, t.conv), t.marks)
       and ((t.listed and score == t.st.score) or (not t.listed and not score))
     if not same then
       differs_at_all = true
       if t.listed then
         local have = 0
         if redis.call('HGET', u.conv, t.conv) then have = counted(decode_state(redis.call('HGET', u.conv, t.conv))).unread end
-        if have ~= counted(t.st).unread or value ~= expected or score ~= t.st.score then
+        if have ~= counted(t.st).unread or not same_state(value, expected) or score ~= t.st.score then
           note(t.conv, have, counted(t.st).unread, true)
         end
       end
@@ -132,7 +165,12 @@ local function rewrite(u, truth)
     if has_flag(decode_state(kept[i + 1]), 'x') then tombstones[kept[i]] = kept[i + 1] end
   end
   for _, t in ipairs(truth) do tombstones[t.conv] = nil end
+  local previews = {}
+  for _, m in ipairs(redis.call('ZRANGE', u.marks, 0, -1)) do
+    if string.find(m, '%zp%d') then previews[#previews + 1] = m end
+  end
   redis.call('DEL', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks)
+  for _, m in ipairs(previews) do redis.call('ZADD', u.marks, 0, m) end
   local stamp = tonumber(version(u)) - #truth
   for conv, value in pairs(tombstones) do
     redis.call('HSET', u.kept, conv, value)
@@ -169,6 +207,7 @@ for _, u in ipairs(users) do
       if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
     end
     redis.call('HSET', u.meta, 'loaded', '1')
+    if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end
     if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end
     bump(u)
     for _, v in ipairs({'ok', #details > 0 and 1 or 0, max_drift, #details}) do out[#out + 1] = v end

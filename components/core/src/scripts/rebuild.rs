@@ -44,6 +44,7 @@ impl Script for Rebuild<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
+        call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.tenant));
         call.each(&self.users, |item, truth| {
             UserKeys::new(self.tenant, truth.user).encode(item);

@@ -7,7 +7,7 @@
 -- for are named in the reply, not written (see touch.lua).
 -- Reply: {dropped (members whose unread dropped), n, n users}.
 local _, A, members = declare {
-  args = {'conversation', 'seq', 'preview', 'max_kept', 'require_loaded', 'channel'},
+  args = {'conversation', 'seq', 'preview', 'max_kept', 'idle_ttl', 'require_loaded', 'channel'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
@@ -31,6 +31,7 @@ local function recall_member(m)
   if not changed then return false end
   if where ~= 'conv' then
     keep(m, conv, st, max_kept)
+    idle(m, A.idle_ttl)
     return false
   end
   local now = save(m, conv, before, st)

@@ -30,6 +30,7 @@ impl Script for Recall<'_> {
         call.arg("seq", self.seq);
         call.arg("preview", self.preview);
         call.arg("max_kept", self.max_kept);
+        call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.members.tenant));
         self.members.encode(call, |_, _| {});

@@ -1,7 +1,7 @@
 -- Mutes, pins or marks unread one of the user's conversations (flag 'm',
 -- 'p' or 'u'). Pinning a conversation that was trimmed lists it again.
--- Reply: a miss ({'miss', version}), {'unknown'}, {'too_many_pins'}, or
--- {'ok', row..., badge...}.
+-- Reply: a miss ({'miss', version}), {'unknown', version},
+-- {'too_many_pins', version}, or {'ok', row..., badge...}.
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'flag', 'on', 'max_pins', 'max_conversations', 'max_kept', 'require_loaded',
@@ -12,10 +12,12 @@ if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not fi
   return {'miss', version(U)}
 end
 local st, where = find(U, conv)
-if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown'} end
+if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown', version(U)} end
 
 if has_flag(st, flag) ~= on then
-  if flag == 'p' and on and redis.call('HLEN', U.pinned) >= tonumber(A.max_pins) then return {'too_many_pins'} end
+  if flag == 'p' and on and redis.call('HLEN', U.pinned) >= tonumber(A.max_pins) then
+    return {'too_many_pins', version(U)}
+  end
   local before = where == 'conv' and counted(st) or NOTHING
   set_flag(st, flag, on)
   if where == 'kept' and not (flag == 'p' and on) then
@@ -26,8 +28,9 @@ if has_flag(st, flag) ~= on then
       if on then redis.call('HSET', U.pinned, conv, '1') else redis.call('HDEL', U.pinned, conv) end
     end
     local now = save(U, conv, before, st)
-    local trimmed = trim(U, tonumber(A.max_conversations), tonumber(A.max_kept))
-    if differs(before, now) or trimmed then publish(A.channel, A.user, conv, now, U) end
+    -- A new pin may push the oldest out; a pin let go may let a newer one in.
+    local moved = flag == 'p' and rebalance(U, tonumber(A.max_conversations), tonumber(A.max_kept))
+    if differs(before, now) or moved then publish(A.channel, A.user, conv, counted(find(U, conv)), U) end
   end
 end
 

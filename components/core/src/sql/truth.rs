@@ -102,14 +102,19 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
     let mut per_user: HashMap<String, u64> = HashMap::new();
     let mut rows: Vec<TruthRow> = rows
         .into_iter()
-        .map(|row| {
-            let (row, rank) = truth_row(row)?;
-            let count = per_user.entry(row.user.clone()).or_default();
-            *count += 1;
-            let listed = rank <= u64::from(limits.max_conversations) && row.last_seq > 0;
-            Ok(TruthRow { listed, ..row })
+        .filter_map(|row| match truth_row(row) {
+            Ok((row, rank)) => {
+                *per_user.entry(row.user.clone()).or_default() += 1;
+                let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
+                Some(TruthRow { listed, ..row })
+            }
+            // One bad row of the app's views must not stop every answer of its user.
+            Err(problem) => {
+                eprintln!("unread: warning: skipped a row of tenant={tenant}'s views: {problem}");
+                None
+            }
         })
-        .collect::<Result<_, Error>>()?;
+        .collect();
     let partial = per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user).collect();
     let marks = marks(url, tenant, users).await?;
     for row in &mut rows {
@@ -122,10 +127,6 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         mentions.dedup();
         (row.mentions, row.recalled) = (mentions, recalled);
     }
-    // Kept rows that hold nothing a fresh state would not: left out.
-    rows.retain(|r| {
-        r.listed || r.read_seq > 0 || r.muted || r.marked_unread || !r.recalled.is_empty() || !r.mentions.is_empty()
-    });
     rows.sort_by(|a, b| b.order().cmp(&a.order()));
     Ok(Truth { rows, partial })
 }
@@ -172,7 +173,8 @@ fn heads_statement(store: &Store, users: usize) -> String {
     format!(
         "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn \
          FROM (\
-           SELECT {as_key} AS user_id, m.conversation AS conversation, COALESCE(h.category, '') AS category, \
+           SELECT {as_key} AS user_id, m.conversation AS conversation, \
+                  CASE WHEN h.last_seq IS NULL THEN '' ELSE COALESCE(h.category, 'chat') END AS category, \
                   COALESCE(h.last_seq, 0) AS last_seq, COALESCE(h.last_ts, 0) AS last_ts, {as_text} AS preview, \
                   COALESCE(r.read_seq, 0) AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
@@ -228,33 +230,37 @@ fn marks_statement(store: &Store, users: usize) -> String {
     format!("{recalls} UNION ALL {mentions}")
 }
 
-/// A row of [`heads_statement`] and its rank.
-fn truth_row(row: Vec<Value>) -> Result<(TruthRow, u64), Error> {
+/// A row of [`heads_statement`] and its rank; or what is wrong with it, with
+/// the column named.
+fn truth_row(row: Vec<Value>) -> Result<(TruthRow, u64), String> {
     let mut values = row.into_iter();
-    let mut next = || values.next();
-    let text = |value: Option<Value>, what: &str| match value {
+    let text = |value: Option<Value>, column: &str| match value {
         Some(Value::Text(t)) => Ok(t),
-        _ => Err(malformed(what)),
+        other => Err(format!("column {column} is {other:?}, not text")),
     };
-    let number = |value: Option<Value>, what: &str| match value {
+    let user = text(values.next(), "user_id")?;
+    let conversation = text(values.next(), "conversation")?;
+    let problem = |column: &str, what: &str| format!("user {user:?}, conversation {conversation:?}: {column} {what}");
+    let number = |value: Option<Value>, column: &str| match value {
         Some(Value::Int(n)) if n >= 0 => Ok(n as u64),
-        _ => Err(malformed(what)),
+        other => Err(problem(column, &format!("is {other:?}, not a whole number of at least 0"))),
     };
-    let user = text(next(), "user_id")?;
-    let conversation = text(next(), "conversation")?;
-    let category = text(next(), "category")?;
-    let last_seq = number(next(), "last_seq")?;
-    let ts = number(next(), "last_ts")?;
-    let preview = match next() {
+    let category = match values.next() {
+        Some(Value::Text(t)) => t,
+        other => return Err(problem("category", &format!("is {other:?}, not text"))),
+    };
+    let last_seq = number(values.next(), "last_seq")?;
+    let ts = number(values.next(), "last_ts")?;
+    let preview = match values.next() {
         Some(Value::Text(t)) => compact_preview(&t),
         Some(Value::Null) => "{}".to_string(),
-        _ => return Err(malformed("preview")),
+        other => return Err(problem("preview", &format!("is {other:?}, not JSON text"))),
     };
-    let read_seq = number(next(), "read_seq")?;
-    let muted = number(next(), "muted")? == 1;
-    let pinned = number(next(), "pinned")? == 1;
-    let marked_unread = number(next(), "marked_unread")? == 1;
-    let rank = number(next(), "rank")?;
+    let read_seq = number(values.next(), "read_seq")?;
+    let muted = number(values.next(), "muted")? == 1;
+    let pinned = number(values.next(), "pinned")? == 1;
+    let marked_unread = number(values.next(), "marked_unread")? == 1;
+    let rank = number(values.next(), "rank")?;
     let row = TruthRow {
         user,
         conversation,

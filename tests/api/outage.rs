@@ -1,0 +1,130 @@
+//! With a SQL store, Redis never answers with state it invented or that an
+//! outage made stale: a user Redis does not hold is taken from the truth
+//! (and nothing built on invented numbers is published), and a write that
+//! reached only SQL while Redis was away is what the next read shows.
+
+use serde_json::json;
+
+use crate::store::{KINDS, MessageStore};
+use crate::support::{App, Events, Setup, message};
+
+async fn app_on(store: &MessageStore) -> App {
+    App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await
+}
+
+/// The app's way: store the message, then touch.
+async fn send(app: &App, store: &MessageStore, conversation: &str, seq: u64, members: &[&str]) {
+    let touch = message("acme", conversation, seq, 1_000 + seq, "u1", members);
+    store.store_message("acme", conversation, seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+    assert_eq!(app.touch(touch).await.status, 200);
+}
+
+/// Redis lost everything; the next touch must not give u2 a read cursor of
+/// 0 (5001 unread) in Redis nor in any event.
+#[tokio::test]
+async fn a_user_redis_lost_is_never_given_invented_numbers() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        for seq in [4999, 5000] {
+            send(&app, &store, "c1", seq, &["u1", "u2"]).await;
+        }
+        assert_eq!(app.mark_read("acme", "u2", "c1", 5000).await.body["unread"], 0, "{kind:?}");
+        let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
+        let mut events = Events::subscribe(&app, "acme");
+        send(&app, &store, "c1", 5001, &["u1", "u2"]).await;
+        app.recall("acme", "c1", 4999, &["u1", "u2"], None).await;
+        app.join("acme", "c1", 4000, &["u2"]).await;
+        for event in events.take() {
+            assert!(event["badge"]["total"].as_u64().unwrap() <= 1, "{kind:?}: an invented number: {event}");
+            if event["conversation"] == "c1" {
+                assert!(event["unread"].as_u64().unwrap() <= 1, "{kind:?}: {event}");
+            }
+        }
+        // Redis holds the truth: the answer comes from Redis, not degraded.
+        let page = app.list("acme", "u2", "").await.body;
+        assert_eq!(page["degraded"], false, "{kind:?}: {page}");
+        let row = &page["conversations"][0];
+        assert_eq!((row["unread"].as_u64(), row["read_seq"].as_u64()), (Some(1), Some(5000)), "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// mark-read, mute and pin while Redis is away reach SQL (answered from
+/// it); when the same Redis comes back with what it held before, the next
+/// reads show the writes, not the state from before the outage.
+#[tokio::test]
+async fn writes_during_an_outage_are_what_the_next_reads_show() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        for seq in 1..=5 {
+            send(&app, &store, "c1", seq, &["u1", "u2"]).await;
+        }
+        assert_eq!(app.badge("acme", "u2").await.body["total"], 5, "{kind:?}");
+        app.redis.pause();
+        let read = app.mark_read("acme", "u2", "c1", 4).await;
+        assert_eq!(
+            (read.status, read.body["degraded"].clone(), read.body["unread"].clone()),
+            (200, json!(true), json!(1))
+        );
+        let pinned = app.flag("acme", "u2", "c1", "pin", json!({"pinned": true})).await;
+        assert_eq!((pinned.status, pinned.body["conversation"]["pinned"].clone()), (200, json!(true)), "{kind:?}");
+        app.redis.resume();
+        // Instances idle for a second are retired: the next one reconnects.
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        let row = app.row("acme", "u2", "c1").await.unwrap();
+        assert_eq!(
+            (row["read_seq"].as_u64(), row["unread"].as_u64(), row["pinned"].as_bool()),
+            (Some(4), Some(1), Some(true))
+        );
+        assert_eq!(app.badge("acme", "u2").await.body["total"], 1, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// With SQL, a user writes only to conversations they are a member of: a
+/// mark-read, mute, pin or mark-unread of any other is 404 and writes
+/// nothing, and the pin limit holds even when Redis cannot be asked.
+#[tokio::test]
+async fn writes_go_only_to_member_conversations_and_pins_stay_capped() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup {
+            sql_url: Some(store.url.clone()),
+            variables: vec![("max_pins", "2".to_string())],
+            ..Setup::default()
+        })
+        .await;
+        for id in ["a", "b", "c"] {
+            store.create_conversation("acme", id, "chat", &["u1".to_string(), "u2".to_string()]).await;
+            send(&app, &store, id, 1, &["u1", "u2"]).await;
+        }
+        store.create_conversation("acme", "theirs", "chat", &["u1".to_string()]).await;
+        send(&app, &store, "theirs", 1, &["u1"]).await;
+        let before = store.rows("SELECT COUNT(*) FROM unread_read_cursors", &[]).await;
+        assert_eq!(app.mark_read("acme", "u2", "theirs", 1).await.status, 404, "{kind:?}");
+        assert_eq!(app.mark_read("acme", "u2", "nowhere", 1).await.status, 404, "{kind:?}");
+        for (action, body) in
+            [("mute", json!({"muted": true})), ("pin", json!({"pinned": true})), ("mark-unread", json!({}))]
+        {
+            assert_eq!(app.flag("acme", "u2", "theirs", action, body).await.status, 404, "{kind:?}: {action}");
+        }
+        assert_eq!(store.rows("SELECT COUNT(*) FROM unread_read_cursors", &[]).await, before, "{kind:?}");
+        app.redis.kill();
+        for id in ["a", "b"] {
+            assert_eq!(app.flag("acme", "u2", id, "pin", json!({"pinned": true})).await.status, 200, "{kind:?}");
+        }
+        let third = app.flag("acme", "u2", "c", "pin", json!({"pinned": true})).await;
+        assert_eq!((third.status, third.body["error"]["code"].as_str()), (409, Some("too_many_pins")), "{kind:?}");
+        let settings = store.settings("acme").await;
+        let pinned = settings.get(&("u2".to_string(), "c".to_string())).map(|s| s.1);
+        assert_ne!(pinned, Some(true), "{kind:?}: the refused pin wrote nothing");
+        drop(app);
+        store.drop_database().await;
+    }
+}

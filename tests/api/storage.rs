@@ -1,0 +1,126 @@
+//! No caller can grow storage without bound: an authenticated user (or a
+//! service caller) flooding the API with conversation ids it does not have
+//! adds no SQL rows, and in Redis at most what is bounded per user.
+
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::store::{KINDS, MessageStore};
+use crate::support::{App, Setup, message};
+
+const CALLS: usize = 10_000;
+const CLIENTS: usize = 16;
+/// The attacker's list bound and, ten times that, the kept bound.
+const MAX_CONVERSATIONS: u32 = 20;
+
+/// 10 000 calls with random conversation ids: mark-read, mute, pin,
+/// mark-unread as the user, leave and delete for random members.
+async fn flood(app: &Arc<App>) {
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|worker| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(worker as u64);
+                for _ in (worker..CALLS).step_by(CLIENTS) {
+                    let id = format!("r{}", rng.random::<u64>());
+                    let answer = match rng.random_range(0..6) {
+                        0 | 1 => app.mark_read("acme", "mallory", &id, rng.random_range(1..1_000)).await,
+                        2 => app.flag("acme", "mallory", &id, "mute", json!({"muted": true})).await,
+                        3 => app.flag("acme", "mallory", &id, "pin", json!({"pinned": true})).await,
+                        4 => app.flag("acme", "mallory", &id, "mark-unread", json!({})).await,
+                        _ => {
+                            let stranger = format!("s{}", rng.random::<u32>());
+                            if rng.random_bool(0.5) {
+                                app.leave("acme", &id, &[&stranger]).await
+                            } else {
+                                app.delete_conversation("acme", &id, &[&stranger]).await
+                            }
+                        }
+                    };
+                    assert!(matches!(answer.status, 200 | 404), "{} {:?}", answer.status, answer.body);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+}
+
+/// What the user holds before the flood: one conversation.
+async fn seed(app: &App, store: Option<&MessageStore>) {
+    let touch = message("acme", "mine", 1, 1_000, "alice", &["alice", "mallory"]);
+    if let Some(store) = store {
+        store.create_conversation("acme", "mine", "chat", &["alice".to_string(), "mallory".to_string()]).await;
+        store.store_message("acme", "mine", 1, 1_000, "alice", &touch["preview"].to_string()).await;
+    }
+    assert_eq!(app.touch(touch).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_unknown_conversations_adds_no_rows_and_bounded_keys() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = Arc::new(
+            App::with(Setup {
+                sql_url: Some(store.url.clone()),
+                max_conversations: MAX_CONVERSATIONS,
+                ..Setup::default()
+            })
+            .await,
+        );
+        seed(&app, Some(&store)).await;
+        app.list("acme", "mallory", "").await;
+        let rows = |table: &'static str| {
+            let store = &store;
+            async move { store.rows(&format!("SELECT COUNT(*) FROM {table}"), &[]).await[0][0].clone() }
+        };
+        let before = (rows("unread_read_cursors").await, rows("unread_mentions").await, app.redis.keys());
+        flood(&app).await;
+        let after = (rows("unread_read_cursors").await, rows("unread_mentions").await, app.redis.keys());
+        assert_eq!(after, before, "{kind:?}: the flood added storage");
+        assert_eq!(app.row("acme", "mallory", "mine").await.unwrap()["unread"], 1, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_sql_a_flood_keeps_only_a_bounded_number_of_early_cursors() {
+    let app = Arc::new(App::with(Setup { max_conversations: MAX_CONVERSATIONS, ..Setup::default() }).await);
+    seed(&app, None).await;
+    flood(&app).await;
+    let mut redis = app.redis.connection().unwrap();
+    let keys = app.redis.keys();
+    let mallory: Vec<&String> = keys.iter().filter(|k| k.contains("{acme:mallory}")).collect();
+    assert!(keys.iter().all(|k| k.contains("{acme:mallory}") || k.contains("{acme:alice}")), "{keys:?}");
+    assert!(mallory.len() <= 8, "{mallory:?}");
+    let kept: u64 = redis::cmd("HLEN").arg("un:v2:{acme:mallory}:kept").query(&mut redis).unwrap();
+    assert!(kept <= 10 * u64::from(MAX_CONVERSATIONS), "{kept} kept cursors");
+    assert_eq!(app.row("acme", "mallory", "mine").await.unwrap()["unread"], 1);
+}
+
+/// A user left with nothing listed keeps its other keys for a while only.
+#[tokio::test]
+async fn a_user_with_nothing_listed_expires() {
+    let app = App::start().await;
+    app.mark_read("acme", "ghost", "somewhere", 3).await;
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    app.leave("acme", "c1", &["u2"]).await;
+    let mut redis = app.redis.connection().unwrap();
+    for user in ["ghost", "u2"] {
+        for key in app.redis.keys().iter().filter(|k| k.contains(&format!("{{acme:{user}}}"))) {
+            let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut redis).unwrap();
+            assert!(ttl > 0 && ttl <= 30 * 24 * 3600, "{key}: ttl {ttl}");
+        }
+    }
+    // Listed again: kept for good.
+    app.touch(message("acme", "c2", 1, 2_000, "u1", &["u1", "u2"])).await;
+    for key in app.redis.keys().iter().filter(|k| k.contains("{acme:u2}")) {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut redis).unwrap();
+        assert_eq!(ttl, -1, "{key}");
+    }
+}
