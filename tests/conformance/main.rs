@@ -127,7 +127,6 @@ async fn variables() {
 /// Beyond the suite: the text of `invalid-name` errors, as Spin 4.1's
 /// `spin-expressions` words it (`"<name>": <rule broken>`).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: its invalid-name texts word two rules differently (for '-': `invalid character '-'; variable names may contain only lowercase letters, digits and underscores` where Spin says `invalid character '-'. Variable names may contain only lower-case letters, numbers, and underscores.`; for `__`: `must not contain consecutive underscores` where Spin says `must not contain multiple consecutive underscores`)"]
 async fn variables_error_text() {
     require_components();
     run_case("variables-error-text", &modes()).await;
