@@ -136,7 +136,6 @@ async fn variables_error_text() {
 /// read headers; Spin's own runtime test reads it): the manifest's
 /// `environment` table is the component's environment.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: the manifest's `environment` table is ignored, so the component's environment is empty; Spin sets each entry as a WASI environment variable"]
 async fn environment() {
     require_components();
     run_case("environment", &modes()).await;

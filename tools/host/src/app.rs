@@ -58,6 +58,7 @@ fn component_contexts(
         let context = ComponentContext {
             id: id.clone(),
             variables: Arc::new(variables),
+            environment: Arc::new(decl.environment.clone().into_iter().collect()),
             redis: RedisCtx { allowed_hosts: allowed_hosts.clone(), counters: counters.clone() },
             mysql: MysqlCtx { allowed_hosts: allowed_hosts.clone() },
             postgres: PgCtx { allowed_hosts },

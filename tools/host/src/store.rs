@@ -19,6 +19,8 @@ pub struct ComponentContext {
     pub id: String,
     /// The component's resolved variables.
     pub variables: Arc<ComponentVariables>,
+    /// The manifest's `environment` table: the WASI environment of every instance, as in Spin.
+    pub environment: Arc<Vec<(String, String)>>,
     /// The component's Redis permissions and the host's counters.
     pub redis: RedisCtx,
     /// The component's MySQL permissions.
@@ -46,7 +48,7 @@ impl StoreState {
     pub fn new(component: &ComponentContext) -> StoreState {
         StoreState {
             table: ResourceTable::new(),
-            wasi: WasiCtxBuilder::new().inherit_stdout().inherit_stderr().build(),
+            wasi: WasiCtxBuilder::new().envs(&component.environment).inherit_stdout().inherit_stderr().build(),
             http: WasiHttpCtx::new(),
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
