@@ -143,7 +143,6 @@ async fn environment() {
 
 /// The suite's `request-shape`: a route with named segments and a trailing wildcard.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: routes with named segments (`/base/:path_segment/:path_end/...`) are taken literally, so the request gets 404; Spin matches them and sends `spin-path-match-<name>` headers"]
 async fn request_shape() {
     require_components();
     run_case("request-shape", &modes()).await;

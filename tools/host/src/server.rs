@@ -134,9 +134,11 @@ fn prepare_request(
         .path_and_query(path_and_query)
         .build()
         .context("cannot build the request URI")?;
+    // As in Spin, a header whose name or value cannot be a header is left out.
     for (name, value) in spin_headers(route, &full_url, client) {
-        let value = HeaderValue::from_str(&value).with_context(|| format!("invalid value for {name}"))?;
-        parts.headers.append(HeaderName::from_static(name), value);
+        if let (Ok(name), Ok(value)) = (name.parse::<HeaderName>(), HeaderValue::from_bytes(value.as_bytes())) {
+            parts.headers.append(name, value);
+        }
     }
     let body = body.map_err(wasmtime_wasi_http::Error::from).boxed_unsync();
     Ok(Request::from_parts(parts, body))
@@ -161,17 +163,28 @@ fn request_authority(uri: &Uri, headers: &http::HeaderMap) -> Result<Authority> 
     }
 }
 
-/// Spin's informational request headers for a matched route.
-fn spin_headers(route: &RouteMatch<'_>, full_url: &str, client: SocketAddr) -> Vec<(&'static str, String)> {
-    vec![
+/// Spin's informational request headers for a matched route, in Spin's
+/// order: then one `spin-path-match-<name>` per `:name` segment of the route
+/// (Spin's `SPIN_PATH_MATCH_<NAME>`, upper-cased, then lower-cased with `_`
+/// as `-`).
+fn spin_headers(route: &RouteMatch<'_>, full_url: &str, client: SocketAddr) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = [
         ("spin-path-info", route.path_info.clone()),
         ("spin-full-url", full_url.to_owned()),
-        ("spin-matched-route", route.route.based()),
+        ("spin-matched-route", route.route.based().to_owned()),
         ("spin-base-path", "/".to_owned()),
         ("spin-raw-component-route", route.route.raw.clone()),
         ("spin-component-route", route.route.raw_or_prefix().to_owned()),
         ("spin-client-addr", client.to_string()),
     ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    for (name, value) in &route.named {
+        let key = format!("SPIN_PATH_MATCH_{}", name.to_ascii_uppercase());
+        headers.push((key.replace('_', "-").to_ascii_lowercase(), value.clone()));
+    }
+    headers
 }
 
 /// A response with only a status (Spin's plain 404 and 500).
@@ -211,6 +224,26 @@ mod tests {
         assert_eq!(headers["spin-component-route"], "/static");
         assert_eq!(headers["spin-base-path"], "/");
         assert_eq!(headers["spin-client-addr"], "127.0.0.1:4000");
+    }
+
+    #[test]
+    fn spin_headers_for_named_segments() {
+        // Spin's own case (`test_default_headers_with_named_wildcards`).
+        let router = router(&[("/foo/:userid/...", "c")]);
+        let m = router.route("/foo/42/bar").unwrap();
+        let headers: HashMap<_, _> =
+            spin_headers(&m, "https://fermyon.dev/foo/42/bar", "127.0.0.1:8777".parse().unwrap()).into_iter().collect();
+        assert_eq!(headers["spin-path-info"], "/bar");
+        assert_eq!(headers["spin-matched-route"], "/foo/:userid/...");
+        assert_eq!(headers["spin-raw-component-route"], "/foo/:userid/...");
+        assert_eq!(headers["spin-component-route"], "/foo/:userid");
+        assert_eq!(headers["spin-path-match-userid"], "42");
+        let router = self::router(&[("/base/:path_segment/:path_end/...", "c")]);
+        let m = router.route("/base/path/end/rest").unwrap();
+        let headers: HashMap<_, _> =
+            spin_headers(&m, "http://h/base/path/end/rest", "127.0.0.1:1".parse().unwrap()).into_iter().collect();
+        assert_eq!(headers["spin-path-match-path-segment"], "path");
+        assert_eq!(headers["spin-path-match-path-end"], "end");
     }
 
     #[test]
