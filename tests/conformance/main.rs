@@ -163,10 +163,11 @@ async fn request_shape_exact_route() {
 }
 
 /// Beyond the suite: how Spin 4.1's `execute` converts the reply types only
-/// RESP3 has (read from its outbound Redis host): a double to binary text,
-/// a map and a verbatim string refused with `other`.
+/// RESP3 has (read from its outbound Redis host): a double and a big number
+/// to binary text, booleans to int64 1 and 0, a map and a verbatim string
+/// refused with `other`; and an error inside a reply fails the call with its
+/// text.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: over RESP3 (`?protocol=resp3`), `execute` flattens a map reply (HGETALL) into [key, value, ...] and passes a verbatim string (INFO) as binary, where Spin fails both with other(`... Redis Map type is not supported` / `... Redis string with format attribute is not supported`)"]
 async fn outbound_redis_resp3() {
     require_components();
     run_case("outbound-redis-resp3", &modes()).await;
@@ -177,7 +178,6 @@ async fn outbound_redis_resp3() {
 /// instance mode is enough (the limit is per reply), and spares a second
 /// 128 MiB value.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: `get` and `execute` hand over replies of any size; Spin fails them with other(`query result exceeds limit of 134217728 bytes`) when they exceed 128 MiB"]
 async fn outbound_redis_result_limit() {
     require_components();
     run_case("outbound-redis-result-limit", &[unread_host::InstanceMode::spin_default()]).await;
@@ -187,7 +187,6 @@ async fn outbound_redis_result_limit() {
 /// in a table of 1024 entries, so the 1025th connection held at once fails
 /// with `too-many-connections` (and succeeds again once one is dropped).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "host differs from Spin: an instance may hold any number of Redis connections; Spin refuses the 1025th held at once with too-many-connections"]
 async fn outbound_redis_connection_cap() {
     require_components();
     run_case("outbound-redis-connection-cap", &modes()).await;

@@ -59,7 +59,7 @@ fn component_contexts(
             id: id.clone(),
             variables: Arc::new(variables),
             environment: Arc::new(decl.environment.clone().into_iter().collect()),
-            redis: RedisCtx { allowed_hosts: allowed_hosts.clone(), counters: counters.clone() },
+            redis: RedisCtx::new(allowed_hosts.clone(), counters.clone()),
             mysql: MysqlCtx { allowed_hosts: allowed_hosts.clone() },
             postgres: PgCtx { allowed_hosts },
             host_stopping: host_stopping.clone(),

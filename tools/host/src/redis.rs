@@ -1,8 +1,21 @@
 //! The `spin:redis/redis@3.0.0` host: outbound Redis for components.
 //!
-//! Each `connection.open` makes one fresh multiplexed TCP connection, so a
-//! connection resource can serve several concurrent requests of a reused
-//! instance. Every call counts into [`RedisCounters`].
+//! Follows Spin 4.1's `crates/factor-outbound-redis` (`host.rs`, `lib.rs`),
+//! with the same client (redis-rs 0.32):
+//!
+//! - Each `connection.open` makes one fresh multiplexed connection, so a
+//!   connection resource can serve several concurrent requests of a reused
+//!   instance. A URL's user, password, database and `?protocol=resp3` are
+//!   redis-rs's to read.
+//! - One instance holds at most [`MAX_CONNECTIONS_PER_INSTANCE`] connections
+//!   at once (Spin keeps them in a table of that capacity per instance); the
+//!   next `open` connects, then fails with `too-many-connections`.
+//! - `execute` converts replies as Spin does ([`RedisResults`]): maps,
+//!   attributes, push replies and verbatim strings are refused.
+//! - `get` and `execute` refuse a reply bigger than [`MAX_RESULT_BYTES`]
+//!   (counted as Spin counts it) with `other`.
+//!
+//! Every call counts into [`RedisCounters`].
 
 use crate::bindings::spin::redis::redis::{
     self as wit, Error as RedisError, HostConnectionWithStore, Payload, RedisParameter, RedisResult,
@@ -10,11 +23,16 @@ use crate::bindings::spin::redis::redis::{
 use crate::capability::{CapabilityHost, CapabilityView};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
+use crate::sql::{MAX_RESULT_BYTES, too_large_message};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Value};
+use redis::{AsyncCommands, FromRedisValue, Value};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use wasmtime::component::{Accessor, Resource};
+
+/// How many Redis connections one instance may hold at once: the capacity of
+/// the table Spin keeps them in (`spin_resource_table::Table::new(1024)`).
+pub const MAX_CONNECTIONS_PER_INSTANCE: usize = 1024;
 
 /// Cumulative Redis activity of all instances of a host.
 #[derive(Debug, Default)]
@@ -40,20 +58,67 @@ impl RedisCounters {
     }
 }
 
-/// What a `connection` resource holds: a handle on one multiplexed connection.
+/// What a `connection` resource holds: a handle on one multiplexed connection
+/// and its place among the instance's connections.
 ///
 /// Dropping the last handle closes the TCP connection.
 pub struct RedisConnection {
     conn: MultiplexedConnection,
+    _slot: ConnectionSlot,
 }
 
-/// Per-store state of the Redis host.
+/// The connections one instance holds, counted against [`MAX_CONNECTIONS_PER_INSTANCE`].
+#[derive(Clone, Debug, Default)]
+pub struct InstanceConnections(Arc<AtomicUsize>);
+
+/// One held connection of an instance; dropping it gives the place back.
+struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl InstanceConnections {
+    /// A place for one more connection, or `None` if the instance holds the most it may.
+    fn reserve(&self) -> Option<ConnectionSlot> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held < MAX_CONNECTIONS_PER_INSTANCE).then_some(held + 1)
+            })
+            .ok()
+            .map(|_| ConnectionSlot(self.0.clone()))
+    }
+
+    /// How many connections are held now.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The Redis host's settings and state for one store (one instance).
 #[derive(Clone)]
 pub struct RedisCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
     /// Host-wide counters.
     pub counters: Arc<RedisCounters>,
+    /// The connections this instance holds.
+    connections: InstanceConnections,
+}
+
+impl RedisCtx {
+    /// The component's settings; [`RedisCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>, counters: Arc<RedisCounters>) -> RedisCtx {
+        RedisCtx { allowed_hosts, counters, connections: InstanceConnections::default() }
+    }
+
+    /// The same settings with a count of connections of its own, for a new instance.
+    pub fn for_instance(&self) -> RedisCtx {
+        RedisCtx { connections: InstanceConnections::default(), ..self.clone() }
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:redis` host.
@@ -78,7 +143,7 @@ impl RedisHost {
     ) -> Result<(MultiplexedConnection, Arc<RedisCounters>), RedisError> {
         let counters = Self::settings(accessor).counters;
         let conn = Self::read(accessor, connection, |held| held.conn.clone())
-            .ok_or_else(|| RedisError::Other("unknown redis connection".to_owned()))?;
+            .ok_or_else(|| RedisError::Other("could not find connection for resource".to_owned()))?;
         Ok((conn, counters))
     }
 
@@ -97,15 +162,18 @@ impl RedisHost {
     }
 }
 
-/// Opens a fresh connection to `address`, after checking it against `allowed_hosts`.
-async fn open_connection(address: &str, allowed_hosts: &AllowedHosts) -> Result<RedisConnection, RedisError> {
-    allowed_hosts.permit(address, "redis").map_err(|denied| match denied {
+/// Opens a fresh connection to `address` for the instance of `ctx`, in Spin's
+/// order: the permission check, the URL, the connection, then the instance's
+/// place for it (so a connection over the cap is made, then dropped).
+async fn open_connection(address: &str, ctx: &RedisCtx) -> Result<RedisConnection, RedisError> {
+    ctx.allowed_hosts.permit(address, "redis").map_err(|denied| match denied {
         Denied::NotAllowed => RedisError::InvalidAddress,
         Denied::CheckFailed(reason) => RedisError::Other(reason),
     })?;
     let client = redis::Client::open(address).map_err(|_| RedisError::InvalidAddress)?;
     let conn = client.get_multiplexed_async_connection().await.map_err(other)?;
-    Ok(RedisConnection { conn })
+    let slot = ctx.connections.reserve().ok_or(RedisError::TooManyConnections)?;
+    Ok(RedisConnection { conn, _slot: slot })
 }
 
 /// Maps a redis client error to `other(<Display text>)`, as Spin does.
@@ -121,7 +189,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
     async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<RedisConnection>> {
         Self::open_resource(accessor, |ctx| async move {
             ctx.counters.count_open();
-            open_connection(&address, &ctx.allowed_hosts).await
+            open_connection(&address, &ctx).await
         })
         .await
     }
@@ -143,8 +211,12 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> Reply<Option<Payload>> {
-        Self::run(accessor, connection, async move |mut conn| conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other))
-            .await
+        Self::run(accessor, connection, async move |mut conn| {
+            let value = conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other)?;
+            let size = std::mem::size_of::<Option<Vec<u8>>>() + value.as_ref().map_or(0, Vec::len);
+            if size > MAX_RESULT_BYTES { Err(RedisError::Other(too_large_message())) } else { Ok(value) }
+        })
+        .await
     }
 
     async fn set(
@@ -203,8 +275,10 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         arguments: Vec<RedisParameter>,
     ) -> Reply<Vec<RedisResult>> {
         Self::run(accessor, connection, async move |mut conn| {
-            let reply: Value = build_command(&command, arguments).query_async(&mut conn).await.map_err(other)?;
-            flatten_reply(reply).map_err(RedisError::Other)
+            let RedisResults(results) =
+                build_command(&command, arguments).query_async(&mut conn).await.map_err(other)?;
+            let size = std::mem::size_of::<Vec<RedisResult>>() + results.iter().map(memory_size).sum::<usize>();
+            if size > MAX_RESULT_BYTES { Err(RedisError::Other(too_large_message())) } else { Ok(results) }
         })
         .await
     }
@@ -227,49 +301,71 @@ fn build_command(command: &str, arguments: Vec<RedisParameter>) -> redis::Cmd {
     cmd
 }
 
-/// Flattens a reply depth-first into `execute`'s result list.
+/// `execute`'s result list, converted from a reply as Spin 4.1 converts it
+/// (its `RedisResults`).
 ///
-/// Arrays, sets and maps (key then value) are flattened; an error nested in
-/// the reply fails the whole call.
-pub fn flatten_reply(reply: Value) -> Result<Vec<RedisResult>, String> {
-    let mut out = Vec::new();
-    flatten_into(reply, &mut out)?;
-    Ok(out)
+/// Arrays and sets are flattened depth-first; a double and a big number
+/// become their text, a boolean the integer 1 or 0. A map, an attribute, a
+/// push reply and a verbatim string fail the call with `other` naming the
+/// type. An error nested in the reply fails the call with the text of that
+/// error: redis-rs takes nested errors out before the conversion runs.
+pub struct RedisResults(pub Vec<RedisResult>);
+
+impl FromRedisValue for RedisResults {
+    fn from_redis_value(value: &Value) -> redis::RedisResult<RedisResults> {
+        let mut results = Vec::new();
+        append(&mut results, value)?;
+        Ok(RedisResults(results))
+    }
 }
 
-fn flatten_into(value: Value, out: &mut Vec<RedisResult>) -> Result<(), String> {
+/// The error Spin gives for a reply type it does not convert.
+fn unsupported(what: &str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::TypeError, "Could not convert Redis response", what.to_owned()))
+}
+
+fn append(results: &mut Vec<RedisResult>, value: &Value) -> redis::RedisResult<()> {
     match value {
-        Value::Nil => out.push(RedisResult::Nil),
-        Value::Int(n) => out.push(RedisResult::Int64(n)),
-        Value::BulkString(bytes) => out.push(RedisResult::Binary(bytes)),
-        Value::SimpleString(status) => out.push(RedisResult::Status(status)),
-        Value::Okay => out.push(RedisResult::Status("OK".to_owned())),
+        Value::Nil => results.push(RedisResult::Nil),
+        Value::Int(n) => results.push(RedisResult::Int64(*n)),
+        Value::BulkString(bytes) => results.push(RedisResult::Binary(bytes.clone())),
+        Value::SimpleString(status) => results.push(RedisResult::Status(status.clone())),
+        Value::Okay => results.push(RedisResult::Status("OK".to_owned())),
+        Value::Map(_) => return Err(unsupported("Redis Map type is not supported")),
+        Value::Attribute { .. } => return Err(unsupported("Redis Attribute type is not supported")),
         Value::Array(items) | Value::Set(items) => {
             for item in items {
-                flatten_into(item, out)?;
+                append(results, item)?;
             }
         }
-        Value::Map(pairs) => {
-            for (key, value) in pairs {
-                flatten_into(key, out)?;
-                flatten_into(value, out)?;
-            }
+        Value::Double(n) => results.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::VerbatimString { .. } => {
+            return Err(unsupported("Redis string with format attribute is not supported"));
         }
-        Value::Attribute { data, .. } => flatten_into(*data, out)?,
-        Value::Push { data, .. } => {
-            for item in data {
-                flatten_into(item, out)?;
-            }
-        }
-        Value::Double(n) => out.push(RedisResult::Binary(n.to_string().into_bytes())),
-        Value::Boolean(b) => out.push(RedisResult::Binary(b.to_string().into_bytes())),
-        Value::VerbatimString { text, .. } => out.push(RedisResult::Binary(text.into_bytes())),
-        Value::BigNumber(n) => out.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::Boolean(b) => results.push(RedisResult::Int64(i64::from(*b))),
+        Value::BigNumber(n) => results.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::Push { .. } => return Err(unsupported("Redis Pub/Sub types are not supported")),
+        // Unreached through `query_async`, which fails on a nested error
+        // first; kept as Spin words it.
         Value::ServerError(error) => {
-            return Err(redis::RedisError::from(error).to_string());
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::ResponseError,
+                "Server error",
+                format!("{error:?}"),
+            )));
         }
     }
     Ok(())
+}
+
+/// What one result counts towards [`MAX_RESULT_BYTES`], as Spin counts it.
+fn memory_size(value: &RedisResult) -> usize {
+    let payload = match value {
+        RedisResult::Nil | RedisResult::Int64(_) => 0,
+        RedisResult::Binary(bytes) => bytes.len(),
+        RedisResult::Status(text) => text.len(),
+    };
+    std::mem::size_of::<RedisResult>() + payload
 }
 
 #[cfg(test)]
@@ -284,66 +380,93 @@ mod tests {
         RedisResult::Binary(text.as_bytes().to_vec())
     }
 
-    fn flat(value: Value) -> Vec<RedisResult> {
-        flatten_reply(value).unwrap()
+    /// `reply` converted as `execute` converts it: `query_async` takes nested
+    /// errors out first, then [`RedisResults`] converts; an error is the text
+    /// the guest gets in `other`.
+    fn convert(reply: Value) -> Result<Vec<RedisResult>, String> {
+        reply
+            .extract_error()
+            .and_then(redis::from_owned_redis_value::<RedisResults>)
+            .map(|RedisResults(results)| results)
+            .map_err(|error| error.to_string())
+    }
+
+    fn wire(bytes: &[u8]) -> Value {
+        redis::parse_redis_value(bytes).unwrap()
     }
 
     fn same(a: &[RedisResult], b: &[RedisResult]) -> bool {
         format!("{a:?}") == format!("{b:?}")
     }
 
-    #[test]
-    fn scalars() {
-        assert!(same(&flat(Value::Nil), &[RedisResult::Nil]));
-        assert!(same(&flat(Value::Int(-3)), &[RedisResult::Int64(-3)]));
-        assert!(same(&flat(bulk("x")), &[binary("x")]));
-        assert!(same(&flat(Value::Okay), &[RedisResult::Status("OK".into())]));
-        assert!(same(&flat(Value::SimpleString("PONG".into())), &[RedisResult::Status("PONG".into())]));
+    fn converts_to(reply: Value, expected: &[RedisResult]) {
+        let results = convert(reply).unwrap();
+        assert!(same(&results, expected), "{results:?} is not {expected:?}");
     }
 
     #[test]
-    fn nested_arrays_flatten_depth_first() {
+    fn scalars() {
+        converts_to(Value::Nil, &[RedisResult::Nil]);
+        converts_to(Value::Int(-3), &[RedisResult::Int64(-3)]);
+        converts_to(bulk("x"), &[binary("x")]);
+        converts_to(Value::Okay, &[RedisResult::Status("OK".into())]);
+        converts_to(Value::SimpleString("PONG".into()), &[RedisResult::Status("PONG".into())]);
+    }
+
+    #[test]
+    fn nested_arrays_and_sets_flatten_depth_first() {
         let reply = Value::Array(vec![
             bulk("a"),
-            Value::Array(vec![Value::Int(1), Value::Array(vec![Value::Nil, bulk("b")])]),
+            Value::Array(vec![Value::Int(1), Value::Set(vec![Value::Nil, bulk("b")])]),
             Value::Int(2),
         ]);
         let expected = [binary("a"), RedisResult::Int64(1), RedisResult::Nil, binary("b"), RedisResult::Int64(2)];
-        assert!(same(&flat(reply), &expected));
+        converts_to(reply, &expected);
+        converts_to(Value::Array(vec![]), &[]);
+        converts_to(wire(b"~2\r\n:1\r\n_\r\n"), &[RedisResult::Int64(1), RedisResult::Nil]);
     }
 
     #[test]
-    fn empty_array_is_empty_list() {
-        assert!(flat(Value::Array(vec![])).is_empty());
+    fn resp3_scalars_convert_as_in_spin() {
+        converts_to(wire(b",1.5\r\n"), &[binary("1.5")]);
+        converts_to(wire(b"#t\r\n"), &[RedisResult::Int64(1)]);
+        converts_to(wire(b"#f\r\n"), &[RedisResult::Int64(0)]);
+        let big = "3492890328409238509324850943850943825024385";
+        converts_to(wire(format!("({big}\r\n").as_bytes()), &[binary(big)]);
     }
 
     #[test]
-    fn sets_and_maps_flatten() {
-        let reply = Value::Map(vec![(bulk("k1"), Value::Int(1)), (bulk("k2"), Value::Set(vec![bulk("m")]))]);
-        let expected = [binary("k1"), RedisResult::Int64(1), binary("k2"), binary("m")];
-        assert!(same(&flat(reply), &expected));
+    fn maps_attributes_push_replies_and_verbatim_strings_are_refused() {
+        let refusal = |reply: Value| convert(reply).unwrap_err();
+        assert_eq!(
+            refusal(wire(b"%1\r\n$1\r\nk\r\n:1\r\n")),
+            "Could not convert Redis response - TypeError: Redis Map type is not supported"
+        );
+        assert_eq!(
+            refusal(wire(b"=15\r\ntxt:Some string\r\n")),
+            "Could not convert Redis response - TypeError: Redis string with format attribute is not supported"
+        );
+        assert_eq!(
+            refusal(Value::Attribute { data: Box::new(Value::Int(1)), attributes: vec![] }),
+            "Could not convert Redis response - TypeError: Redis Attribute type is not supported"
+        );
+        assert_eq!(
+            refusal(Value::Push { kind: redis::PushKind::Message, data: vec![] }),
+            "Could not convert Redis response - TypeError: Redis Pub/Sub types are not supported"
+        );
+        // Inside an array too: the whole call fails.
+        assert!(refusal(Value::Array(vec![Value::Int(1), wire(b"%0\r\n")])).contains("Map type"));
     }
 
     #[test]
-    fn other_types_become_their_text() {
-        assert!(same(&flat(Value::Double(1.5)), &[binary("1.5")]));
-        assert!(same(&flat(Value::Boolean(true)), &[binary("true")]));
-        let verbatim = Value::VerbatimString { format: redis::VerbatimFormat::Text, text: "hi".into() };
-        assert!(same(&flat(verbatim), &[binary("hi")]));
-    }
-
-    #[test]
-    fn nested_server_errors_fail_the_call() {
-        let reply = redis::parse_redis_value(b"*2\r\n:1\r\n-NOSCRIPT No matching script\r\n").unwrap();
-        let text = flatten_reply(reply).unwrap_err();
+    fn nested_server_errors_fail_the_call_with_their_text() {
+        let error = wire(b"-NOSCRIPT No matching script\r\n");
+        let Value::ServerError(server_error) = error.clone() else { panic!("not a server error") };
+        let text = redis::RedisError::from(server_error).to_string();
         assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
-    }
-
-    #[test]
-    fn resp3_wire_replies_flatten() {
-        let reply = redis::parse_redis_value(b"%1\r\n$1\r\nk\r\n~2\r\n:1\r\n_\r\n").unwrap();
-        let expected = [binary("k"), RedisResult::Int64(1), RedisResult::Nil];
-        assert!(same(&flat(reply), &expected));
+        assert_eq!(convert(Value::Array(vec![Value::Int(1), error.clone()])).unwrap_err(), text);
+        // Taken out before the conversion, so a map holding one fails with the error's text.
+        assert_eq!(convert(Value::Map(vec![(bulk("k"), error)])).unwrap_err(), text);
     }
 
     #[test]
@@ -355,6 +478,15 @@ mod tests {
         ));
         let RedisError::Other(text) = other(error) else { panic!("not other") };
         assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
+    }
+
+    #[test]
+    fn results_are_sized_as_in_spin() {
+        let each = std::mem::size_of::<RedisResult>();
+        assert_eq!(memory_size(&RedisResult::Nil), each);
+        assert_eq!(memory_size(&RedisResult::Int64(7)), each);
+        assert_eq!(memory_size(&binary("abc")), each + 3);
+        assert_eq!(memory_size(&RedisResult::Status("OK".into())), each + 2);
     }
 
     #[test]
@@ -371,5 +503,18 @@ mod tests {
         counters.count_command();
         counters.count_command();
         assert_eq!(counters.snapshot(), (1, 2));
+    }
+
+    #[test]
+    fn an_instance_holds_at_most_1024_connections() {
+        let ctx = RedisCtx::new(Arc::default(), Arc::default()).for_instance();
+        let mut held: Vec<_> = (0..MAX_CONNECTIONS_PER_INSTANCE).map(|_| ctx.connections.reserve().unwrap()).collect();
+        assert!(ctx.connections.reserve().is_none(), "the 1025th");
+        let other_instance = ctx.for_instance();
+        assert!(other_instance.connections.reserve().is_some(), "the cap is per instance");
+        held.pop();
+        assert!(ctx.connections.reserve().is_some(), "a place is free again after a drop");
+        drop(held);
+        assert_eq!(ctx.connections.held(), 0);
     }
 }

@@ -21,7 +21,8 @@ pub struct ComponentContext {
     pub variables: Arc<ComponentVariables>,
     /// The manifest's `environment` table: the WASI environment of every instance, as in Spin.
     pub environment: Arc<Vec<(String, String)>>,
-    /// The component's Redis permissions and the host's counters.
+    /// The component's Redis permissions and the host's counters (each
+    /// store takes its own copy, with its own count of held connections).
     pub redis: RedisCtx,
     /// The component's MySQL permissions.
     pub mysql: MysqlCtx,
@@ -52,7 +53,7 @@ impl StoreState {
             http: WasiHttpCtx::new(),
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
-            redis: component.redis.clone(),
+            redis: component.redis.for_instance(),
             mysql: component.mysql.clone(),
             postgres: component.postgres.clone(),
         }
