@@ -1,12 +1,15 @@
 //! The `spin:redis/redis@3.0.0` host: outbound Redis for components.
 //!
 //! Follows Spin 4.1's `crates/factor-outbound-redis` (`host.rs`, `lib.rs`),
-//! with the same client (redis-rs 0.32):
+//! with the same client (redis-rs 0.32 with its `tokio-native-tls-comp`
+//! feature, as Spin builds it):
 //!
 //! - Each `connection.open` makes one fresh multiplexed connection, so a
 //!   connection resource can serve several concurrent requests of a reused
-//!   instance. A URL's user, password, database and `?protocol=resp3` are
-//!   redis-rs's to read.
+//!   instance. `rediss://` connects over TLS (native-tls: OpenSSL here, with
+//!   the system's trusted roots; `#insecure` at the end of the URL skips the
+//!   certificate checks); a URL's user, password, database and
+//!   `?protocol=resp3` are redis-rs's to read.
 //! - One instance holds at most [`MAX_CONNECTIONS_PER_INSTANCE`] connections
 //!   at once (Spin keeps them in a table of that capacity per instance); the
 //!   next `open` connects, then fails with `too-many-connections`.
@@ -371,6 +374,9 @@ fn memory_size(value: &RedisResult) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
 
     fn bulk(text: &str) -> Value {
         Value::BulkString(text.as_bytes().to_vec())
@@ -516,5 +522,151 @@ mod tests {
         assert!(ctx.connections.reserve().is_some(), "a place is free again after a drop");
         drop(held);
         assert_eq!(ctx.connections.held(), 0);
+    }
+
+    #[test]
+    fn urls_carry_user_password_database_and_tls() {
+        let info =
+            redis::Client::open("redis://alice:p%40ss@db.example.com:6380/3").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&info.addr, redis::ConnectionAddr::Tcp(host, 6380) if host == "db.example.com"),
+            "{:?}",
+            info.addr
+        );
+        assert_eq!(info.redis.db, 3);
+        assert_eq!(info.redis.username.as_deref(), Some("alice"));
+        assert_eq!(info.redis.password.as_deref(), Some("p@ss"));
+        let info = redis::Client::open("redis://:secret@127.0.0.1").unwrap().get_connection_info().clone();
+        assert_eq!((info.redis.username, info.redis.password.as_deref()), (None, Some("secret")));
+        let tls = redis::Client::open("rediss://cache.example.com:6380").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&tls.addr, redis::ConnectionAddr::TcpTls { host, port: 6380, insecure: false, .. } if host == "cache.example.com"),
+            "{:?}",
+            tls.addr
+        );
+        // redis-rs's default port is 6379 for `rediss` too.
+        let tls = redis::Client::open("rediss://cache.example.com/#insecure").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&tls.addr, redis::ConnectionAddr::TcpTls { port: 6379, insecure: true, .. }),
+            "{:?}",
+            tls.addr
+        );
+    }
+
+    /// A redis-server of the test's own: plain on `port`, TLS on `tls_port`
+    /// with a self-signed certificate for 127.0.0.1 that `openssl` makes, and
+    /// an ACL user `alice` (password `wonderland`); killed on drop.
+    struct TestRedis {
+        child: Child,
+        dir: PathBuf,
+        port: u16,
+        tls_port: u16,
+    }
+
+    impl TestRedis {
+        /// The server, or `None` (the test is skipped) without `openssl` or `redis-server`.
+        fn start(name: &str) -> Option<TestRedis> {
+            let dir = std::env::temp_dir().join(format!("unread-host-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let certificate = Command::new("openssl")
+                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+                .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem", "-out", "cert.pem"])
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            if !certificate.is_ok_and(|status| status.success()) {
+                eprintln!("skipping: openssl cannot make a certificate");
+                return None;
+            }
+            let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let (port, tls_port) = (free_port(), free_port());
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--tls-port", &tls_port.to_string(), "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem"])
+                .args(["--tls-auth-clients", "no", "--user", "alice", "on", ">wonderland", "~*", "&*", "+@all"])
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .spawn();
+            let Ok(child) = child else {
+                eprintln!("skipping: no redis-server");
+                return None;
+            };
+            let server = TestRedis { child, dir, port, tls_port };
+            for _ in 0..500 {
+                let ready = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                    .and_then(|client| client.get_connection())
+                    .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
+                if ready.is_ok() {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("redis-server did not start on port {port}");
+        }
+
+        /// Settings of a component allowed `entries`.
+        fn ctx(entries: &[&str]) -> RedisCtx {
+            RedisCtx::new(Arc::new(AllowedHosts::parse("c", entries).unwrap()), Arc::default()).for_instance()
+        }
+    }
+
+    impl Drop for TestRedis {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn set_then_get(connection: &RedisConnection, key: &str) -> Option<Vec<u8>> {
+        let mut conn = connection.conn.clone();
+        conn.set::<_, _, ()>(key, b"v".as_slice()).await.unwrap();
+        conn.get::<_, Option<Vec<u8>>>(key).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn rediss_connects_over_tls_and_verifies_the_certificate() {
+        let Some(server) = TestRedis::start("rediss") else {
+            return;
+        };
+        let address = format!("rediss://127.0.0.1:{}", server.tls_port);
+        let ctx = TestRedis::ctx(&[&address]);
+        // The self-signed certificate is not among the system's trusted roots.
+        let Err(RedisError::Other(text)) = open_connection(&address, &ctx).await else {
+            panic!("a self-signed certificate was accepted");
+        };
+        assert!(text.contains("certificate verify failed"), "{text}");
+        // redis-rs's `#insecure` skips the checks; the connection is TLS (the port speaks nothing else).
+        let insecure = open_connection(&format!("{address}/#insecure"), &ctx).await.unwrap();
+        assert_eq!(set_then_get(&insecure, "tls-key").await.as_deref(), Some(b"v".as_slice()));
+        // The permission names the scheme: a `redis://` entry does not allow `rediss://`.
+        let plain_only = TestRedis::ctx(&[&format!("redis://127.0.0.1:{}", server.tls_port)]);
+        assert!(matches!(open_connection(&address, &plain_only).await, Err(RedisError::InvalidAddress)));
+    }
+
+    #[tokio::test]
+    async fn user_password_and_database_in_the_address() {
+        let Some(server) = TestRedis::start("redis-acl") else {
+            return;
+        };
+        let ctx = TestRedis::ctx(&[&format!("redis://127.0.0.1:{}", server.port)]);
+        let alice =
+            open_connection(&format!("redis://alice:wonderland@127.0.0.1:{}/2", server.port), &ctx).await.unwrap();
+        assert_eq!(set_then_get(&alice, "acl-key").await.as_deref(), Some(b"v".as_slice()));
+        let database_two = open_connection(&format!("redis://127.0.0.1:{}/2", server.port), &ctx).await.unwrap();
+        let database_zero = open_connection(&format!("redis://127.0.0.1:{}", server.port), &ctx).await.unwrap();
+        let read = |connection: &RedisConnection| {
+            let mut conn = connection.conn.clone();
+            async move { conn.get::<_, Option<Vec<u8>>>("acl-key").await.unwrap() }
+        };
+        assert_eq!(read(&database_two).await.as_deref(), Some(b"v".as_slice()));
+        assert_eq!(read(&database_zero).await, None);
+        let wrong = open_connection(&format!("redis://alice:rabbit@127.0.0.1:{}/2", server.port), &ctx).await;
+        assert!(
+            matches!(&wrong, Err(RedisError::Other(text)) if text.contains("AuthenticationFailed")),
+            "{:?}",
+            wrong.err()
+        );
     }
 }
