@@ -374,7 +374,7 @@ fn memory_size(value: &RedisResult) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::test_tls::SelfSigned;
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
 
@@ -558,7 +558,7 @@ mod tests {
     /// an ACL user `alice` (password `wonderland`); killed on drop.
     struct TestRedis {
         child: Child,
-        dir: PathBuf,
+        _certificate: SelfSigned,
         port: u16,
         tls_port: u16,
     }
@@ -566,33 +566,21 @@ mod tests {
     impl TestRedis {
         /// The server, or `None` (the test is skipped) without `openssl` or `redis-server`.
         fn start(name: &str) -> Option<TestRedis> {
-            let dir = std::env::temp_dir().join(format!("unread-host-{name}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let certificate = Command::new("openssl")
-                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
-                .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem", "-out", "cert.pem"])
-                .current_dir(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            if !certificate.is_ok_and(|status| status.success()) {
-                eprintln!("skipping: openssl cannot make a certificate");
-                return None;
-            }
+            let certificate = SelfSigned::make(name, "IP:127.0.0.1")?;
             let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             let (port, tls_port) = (free_port(), free_port());
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(["--tls-port", &tls_port.to_string(), "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem"])
                 .args(["--tls-auth-clients", "no", "--user", "alice", "on", ">wonderland", "~*", "&*", "+@all"])
-                .current_dir(&dir)
+                .current_dir(certificate.dir())
                 .stdout(Stdio::null())
                 .spawn();
             let Ok(child) = child else {
                 eprintln!("skipping: no redis-server");
                 return None;
             };
-            let server = TestRedis { child, dir, port, tls_port };
+            let server = TestRedis { child, _certificate: certificate, port, tls_port };
             for _ in 0..500 {
                 let ready = redis::Client::open(format!("redis://127.0.0.1:{port}"))
                     .and_then(|client| client.get_connection())
@@ -615,7 +603,6 @@ mod tests {
         fn drop(&mut self) {
             let _ = self.child.kill();
             let _ = self.child.wait();
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 
