@@ -50,17 +50,19 @@ impl<C: Clone + 'static> CapabilityHost<C> {
     }
 
     /// Opens a resource (a connection) with `open`, given the settings, and
-    /// hands it to the guest; `open`'s error goes to the guest as is.
-    pub async fn open_resource<T, R, E, F, Fut>(
+    /// hands it to the guest; `open`'s error goes to the guest as is (or traps,
+    /// if it is a [`HostError::Trap`]).
+    pub async fn open_resource<T, R, E, X, F, Fut>(
         accessor: &Accessor<T, Self>,
         open: F,
     ) -> Result<Resource<R>, HostError<E>>
     where
         R: Send + 'static,
         F: FnOnce(C) -> Fut,
-        Fut: Future<Output = Result<R, E>>,
+        Fut: Future<Output = Result<R, X>>,
+        X: Into<HostError<E>>,
     {
-        let value = open(Self::settings(accessor)).await.map_err(HostError::Guest)?;
+        let value = open(Self::settings(accessor)).await.map_err(Into::into)?;
         Ok(Self::push(accessor, value)?)
     }
 
