@@ -34,7 +34,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accept(&listener) => match accepted {
                 Ok((stream, client)) => {
                     connections.spawn(serve_connection(stream, client, app.clone()));
                 }
@@ -45,6 +45,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         }
     }
     connections.shutdown().await;
+}
+
+/// Takes the next connection. TCP_NODELAY stays off on it (Nagle's algorithm
+/// on), as Spin's HTTP trigger and hyper leave it, so that timings measured
+/// here are what Spin's users get.
+async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    listener.accept().await
 }
 
 /// Serves one keep-alive HTTP/1.1 connection.
@@ -255,6 +262,15 @@ mod tests {
         assert_eq!(headers["spin-path-info"], "");
         assert_eq!(headers["spin-matched-route"], "/v1/touch");
         assert_eq!(headers["spin-component-route"], "/v1/touch");
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_keep_nagle_on() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (accepted, from) = accept(&listener).await.unwrap();
+        assert_eq!(from, client.local_addr().unwrap());
+        assert!(!accepted.nodelay().unwrap(), "TCP_NODELAY is set on an accepted connection");
     }
 
     #[test]
