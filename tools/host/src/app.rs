@@ -60,8 +60,8 @@ fn component_contexts(
             variables: Arc::new(variables),
             environment: Arc::new(decl.environment.clone().into_iter().collect()),
             redis: RedisCtx::new(allowed_hosts.clone(), counters.clone()),
-            mysql: MysqlCtx { allowed_hosts: allowed_hosts.clone() },
-            postgres: PgCtx { allowed_hosts },
+            mysql: MysqlCtx::new(allowed_hosts.clone()),
+            postgres: PgCtx::new(allowed_hosts),
             host_stopping: host_stopping.clone(),
         };
         contexts.insert(id.clone(), context);

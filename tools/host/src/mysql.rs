@@ -3,8 +3,10 @@
 //! Each `connection.open` makes one fresh connection (Spin also opens a new
 //! connection per `open`), used by one statement at a time; a `query` holds
 //! it until its rows have been read or the stream dropped. Addresses are
-//! `mysql://user:password@host[:port]/database` URLs. Type mapping is in
-//! [`types`].
+//! `mysql://user:password@host[:port]/database` URLs. As in Spin, one
+//! instance holds at most 1024 connections (the next `open` connects, then
+//! fails with `connection-failed("too many connections")`). Type mapping is
+//! in [`types`].
 //!
 //! TLS follows Spin 4.1's `crates/factor-outbound-mysql` (`client.rs`,
 //! `build_opts`), with mysql_async's `native-tls-tls` feature as Spin builds
@@ -21,7 +23,7 @@ mod types;
 use crate::bindings::spin::mysql::mysql::{
     self as wit, Column, Error as MysqlError, HostConnectionWithStore, ParameterValue, Row,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, OtherError, QueryParts, RowSender};
@@ -32,16 +34,32 @@ use std::sync::Arc;
 use tokio::sync::{Mutex, oneshot};
 use wasmtime::component::{Accessor, Resource};
 
-/// What a `connection` resource holds: one connection, used by one statement at a time.
+/// What a `connection` resource holds: one connection, used by one statement
+/// at a time, and its place among the instance's connections.
 pub struct MysqlConnection {
     conn: Arc<Mutex<Conn>>,
+    _slot: TableSlot,
 }
 
-/// The component's `spin:mysql` settings.
+/// The `spin:mysql` settings and state of one store (one instance).
 #[derive(Clone)]
 pub struct MysqlCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
+    /// The connections this instance holds.
+    connections: InstanceTable,
+}
+
+impl MysqlCtx {
+    /// The component's settings; [`MysqlCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>) -> MysqlCtx {
+        MysqlCtx { allowed_hosts, connections: InstanceTable::default() }
+    }
+
+    /// The same settings with a count of connections of its own, for a new instance.
+    pub fn for_instance(&self) -> MysqlCtx {
+        MysqlCtx { connections: InstanceTable::default(), ..self.clone() }
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:mysql` host.
@@ -77,7 +95,7 @@ impl MysqlHost {
 
 impl<T> HostConnectionWithStore<T> for MysqlHost {
     async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<MysqlConnection>> {
-        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx.allowed_hosts).await }).await
+        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx).await }).await
     }
 
     async fn execute(
@@ -108,9 +126,11 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
     }
 }
 
-/// Checks `address` against `allowed_hosts` and connects.
-async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<MysqlConnection, HostError<MysqlError>> {
-    allowed_hosts.permit(address, "mysql").map_err(|denied| match denied {
+/// Checks `address` against the component's `allowed_outbound_hosts` and
+/// connects; then, as in Spin, takes the instance's place for the connection
+/// (so one over the cap is made, then dropped: `connection-failed`).
+async fn connect(address: &str, ctx: &MysqlCtx) -> Result<MysqlConnection, HostError<MysqlError>> {
+    ctx.allowed_hosts.permit(address, "mysql").map_err(|denied| match denied {
         Denied::NotAllowed => MysqlError::ConnectionFailed(format!("address {address} is not permitted")),
         Denied::CheckFailed(reason) => MysqlError::Other(reason),
     })?;
@@ -124,7 +144,8 @@ async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<MysqlCon
         }
     };
     let conn = Conn::new(opts).await.map_err(|e| MysqlError::ConnectionFailed(e.to_string()))?;
-    Ok(MysqlConnection { conn: Arc::new(Mutex::new(conn)) })
+    let slot = ctx.connections.reserve().ok_or_else(|| MysqlError::ConnectionFailed("too many connections".into()))?;
+    Ok(MysqlConnection { conn: Arc::new(Mutex::new(conn)), _slot: slot })
 }
 
 /// Why an address gives no connection options.
@@ -227,7 +248,7 @@ mod tests {
     /// A connection to [`test_server`], or `None` (the test is skipped) if there is none.
     async fn test_connection() -> Option<MysqlConnection> {
         let address = test_server();
-        let allowed = AllowedHosts::parse("test", &["mysql://*:*"]).unwrap();
+        let allowed = MysqlCtx::new(Arc::new(AllowedHosts::parse("test", &["mysql://*:*"]).unwrap())).for_instance();
         match connect(&address, &allowed).await {
             Ok(conn) => Some(conn),
             Err(e) => {
@@ -354,7 +375,8 @@ mod tests {
             eprintln!("skipping: no MySQL server at 127.0.0.1:3306");
             return;
         };
-        let allowed = AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap();
+        let allowed =
+            MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap())).for_instance();
         for address in ["mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3306/test?ssl-mode=DISABLED"] {
             assert!(connect(address, &allowed).await.is_ok(), "{address}");
         }
@@ -378,18 +400,19 @@ mod tests {
 
     #[tokio::test]
     async fn addresses_spin_panics_on_trap() {
-        let allowed = AllowedHosts::parse("c", &["mysql://*:*"]).unwrap();
+        let allowed = MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://*:*"]).unwrap())).for_instance();
         let outcome = connect("mysql://root@127.0.0.1:3306/test?no_such_option=1", &allowed).await;
         assert!(matches!(outcome, Err(HostError::Trap(_))), "{:?}", outcome.err());
         // The permission is checked first, as in Spin.
-        let refused = AllowedHosts::parse("c", &["mysql://10.0.0.1"]).unwrap();
+        let refused = MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://10.0.0.1"]).unwrap())).for_instance();
         let outcome = connect("mysql://root@127.0.0.1:3306/test?no_such_option=1", &refused).await;
         assert!(matches!(outcome, Err(HostError::Guest(MysqlError::ConnectionFailed(_)))), "{:?}", outcome.err());
     }
 
     #[tokio::test]
     async fn addresses_outside_allowed_hosts_are_refused() {
-        let allowed = AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap();
+        let allowed =
+            MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap())).for_instance();
         let Err(HostError::Guest(MysqlError::ConnectionFailed(text))) =
             connect("mysql://root@10.9.9.9/test", &allowed).await
         else {

@@ -8,7 +8,10 @@
 //!
 //! Addresses are libpq connection strings (`host=... user=... dbname=...`) or
 //! `postgres://` URLs; every TCP host in them must be allowed by
-//! `allowed_outbound_hosts` (Unix sockets are refused).
+//! `allowed_outbound_hosts` (Unix sockets are refused). As in Spin, one
+//! instance holds at most 1024 connections (the next `open` connects, then
+//! fails with `connection-failed("too many connections")`) and 1024
+//! connection builders (the next one traps).
 //!
 //! TLS is negotiated as Spin 4.1's `crates/factor-outbound-pg` (`client.rs`)
 //! does it, with the same crates (tokio-postgres, postgres-native-tls,
@@ -37,7 +40,7 @@ use crate::bindings::spin::postgres::postgres::{
     self as wit, Column, DbError, Error as PgError, HostConnectionBuilderWithStore, HostConnectionWithStore,
     ParameterValue, QueryError, Row, RowSet,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, MAX_RESULT_BYTES, OtherError, QueryParts, RowSender};
@@ -51,9 +54,11 @@ use tokio_postgres::{Client, Config, NoTls, Socket};
 use types::SqlParam;
 use wasmtime::component::{Accessor, Resource};
 
-/// What a `connection` resource holds: a client on one connection.
+/// What a `connection` resource holds: a client on one connection, and its
+/// place among the instance's connections.
 pub struct PgConnection {
     client: Arc<Client>,
+    _slot: TableSlot,
 }
 
 /// What a `connection-builder` resource holds: the address to connect to and
@@ -61,13 +66,30 @@ pub struct PgConnection {
 pub struct PgConnectionBuilder {
     address: String,
     root_ca: Option<native_tls::Certificate>,
+    _slot: TableSlot,
 }
 
-/// The component's `spin:postgres` settings.
+/// The `spin:postgres` settings and state of one store (one instance).
 #[derive(Clone)]
 pub struct PgCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
+    /// The connections this instance holds.
+    connections: InstanceTable,
+    /// The connection builders this instance holds.
+    builders: InstanceTable,
+}
+
+impl PgCtx {
+    /// The component's settings; [`PgCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>) -> PgCtx {
+        PgCtx { allowed_hosts, connections: InstanceTable::default(), builders: InstanceTable::default() }
+    }
+
+    /// The same settings with counts of their own, for a new instance.
+    pub fn for_instance(&self) -> PgCtx {
+        PgCtx::new(self.allowed_hosts.clone())
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:postgres` host.
@@ -91,7 +113,7 @@ impl OtherError for PgError {
 /// The synchronous `connection` functions: the store stays borrowed while they run.
 impl wit::HostConnection for CapabilityView<'_, PgCtx> {
     async fn open(&mut self, address: String) -> Reply<Resource<PgConnection>> {
-        let connection = connect(&address, None, &self.ctx.allowed_hosts).await?;
+        let connection = connect(&address, None, self.ctx).await?;
         Ok(self.push(connection)?)
     }
 
@@ -119,7 +141,9 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
 /// The synchronous `connection-builder` functions.
 impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
     fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
-        self.push(PgConnectionBuilder { address, root_ca: None })
+        // Spin fails (traps) when its table of builders is full.
+        let slot = self.ctx.builders.reserve().ok_or_else(|| wasmtime::Error::msg("out of builder table space"))?;
+        self.push(PgConnectionBuilder { address, root_ca: None, _slot: slot })
     }
 
     /// Trusts `certificate` (PEM) as a root for this builder's connections.
@@ -132,14 +156,14 @@ impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
 
     async fn build(&mut self, builder: Resource<PgConnectionBuilder>) -> Reply<Resource<PgConnection>> {
         let (address, root_ca) = self.read(&builder, builder_info).ok_or_else(no_builder)?;
-        let connection = connect(&address, root_ca, &self.ctx.allowed_hosts).await?;
+        let connection = connect(&address, root_ca, self.ctx).await?;
         Ok(self.push(connection)?)
     }
 }
 
 impl<T> HostConnectionWithStore<T> for PgHost {
     async fn open_async(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<PgConnection>> {
-        Self::open_resource(accessor, |ctx| async move { connect(&address, None, &ctx.allowed_hosts).await }).await
+        Self::open_resource(accessor, |ctx| async move { connect(&address, None, &ctx).await }).await
     }
 
     async fn query_async(
@@ -174,7 +198,7 @@ impl<T> HostConnectionBuilderWithStore<T> for PgHost {
         builder: Resource<PgConnectionBuilder>,
     ) -> Reply<Resource<PgConnection>> {
         let (address, root_ca) = Self::read(accessor, &builder, builder_info).ok_or_else(no_builder)?;
-        Self::open_resource(accessor, |ctx| async move { connect(&address, root_ca, &ctx.allowed_hosts).await }).await
+        Self::open_resource(accessor, |ctx| async move { connect(&address, root_ca, &ctx).await }).await
     }
 
     async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
@@ -208,14 +232,17 @@ fn parse_root_certificate(pem: &str) -> Result<native_tls::Certificate, PgError>
         .map_err(|_| PgError::Other("invalid root certificate: invalid root certificate".to_owned()))
 }
 
-/// Checks every host of `address` against `allowed_hosts` and connects, with
-/// TLS unless the address says `sslmode=disable` (Spin's `create_connection_pool`).
+/// Checks every host of `address` against the component's
+/// `allowed_outbound_hosts` and connects, with TLS unless the address says
+/// `sslmode=disable` (Spin's `create_connection_pool`); then, as in Spin,
+/// takes the instance's place for the connection (so one over the cap is
+/// made, then dropped: `connection-failed`).
 async fn connect(
     address: &str,
     root_ca: Option<native_tls::Certificate>,
-    allowed_hosts: &AllowedHosts,
+    ctx: &PgCtx,
 ) -> Result<PgConnection, PgError> {
-    let config = permitted_config(address, allowed_hosts)?;
+    let config = permitted_config(address, &ctx.allowed_hosts)?;
     let client = if config.get_ssl_mode() == SslMode::Disable {
         start(&config, NoTls).await
     } else {
@@ -226,7 +253,9 @@ async fn connect(
         let connector = builder.build().map_err(|e| connection_failed(anyhow::Error::from(e)))?;
         start(&config, MakeTlsConnector::new(connector)).await
     };
-    Ok(PgConnection { client: Arc::new(client.map_err(|e| connection_failed(anyhow::Error::from(e)))?) })
+    let client = Arc::new(client.map_err(|e| connection_failed(anyhow::Error::from(e)))?);
+    let slot = ctx.connections.reserve().ok_or_else(|| PgError::ConnectionFailed("too many connections".into()))?;
+    Ok(PgConnection { client, _slot: slot })
 }
 
 /// Connects with `tls` and drives the connection in a task of its own.
@@ -406,6 +435,11 @@ mod tests {
         AllowedHosts::parse("c", entries).unwrap()
     }
 
+    /// One instance's settings, allowed `entries`.
+    fn ctx(entries: &[&str]) -> PgCtx {
+        PgCtx::new(Arc::new(allowed(entries))).for_instance()
+    }
+
     fn refusal(address: &str, hosts: &AllowedHosts) -> String {
         match permitted_config(address, hosts) {
             Err(PgError::ConnectionFailed(text)) => text,
@@ -470,7 +504,7 @@ mod tests {
     /// A client of [`test_server`], or `None` (the test is skipped) if there is none.
     async fn test_client() -> Option<Arc<Client>> {
         let address = test_server();
-        match connect(&address, None, &allowed(&["postgres://*:*"])).await {
+        match connect(&address, None, &ctx(&["postgres://*:*"])).await {
             Ok(conn) => Some(conn.client),
             Err(e) => {
                 eprintln!("skipping: no PostgreSQL server at {address}: {e:?}");
@@ -577,6 +611,21 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_holds_at_most_1024_builders() {
+        use wit::HostConnectionBuilder;
+        let ctx = ctx(&[]);
+        let mut table = wasmtime::component::ResourceTable::new();
+        let mut view = CapabilityView { table: &mut table, ctx: &ctx };
+        let builders: Vec<_> =
+            (0..crate::capability::INSTANCE_TABLE_CAPACITY).map(|_| view.new("host=h".into()).unwrap()).collect();
+        let refused = view.new("host=h".into()).map(|_| ()).unwrap_err();
+        assert_eq!(refused.to_string(), "out of builder table space");
+        let first = builders.into_iter().next().unwrap();
+        view.delete(first).unwrap();
+        assert!(view.new("host=h".into()).is_ok(), "a place is free again after a drop");
+    }
+
+    #[test]
     fn root_certificates_must_be_pem() {
         let Err(PgError::Other(text)) = parse_root_certificate("MIIB") else { panic!("accepted") };
         assert_eq!(text, "invalid root certificate: invalid root certificate");
@@ -657,7 +706,7 @@ mod tests {
         let (port, seen) = fake_server(identity);
         let url = url.replace("PORT", &port.to_string());
         let root_ca = root_ca.map(|pem| parse_root_certificate(pem).unwrap());
-        let error = match connect(&url, root_ca, &allowed(&["postgres://*:*"])).await {
+        let error = match connect(&url, root_ca, &ctx(&["postgres://*:*"])).await {
             Ok(_) => None,
             Err(PgError::ConnectionFailed(text)) => Some(text),
             Err(other) => Some(format!("not connection-failed: {other:?}")),
@@ -738,7 +787,7 @@ mod tests {
             eprintln!("skipping: no PostgreSQL server at 127.0.0.1:5432");
             return;
         };
-        let hosts = allowed(&["postgres://127.0.0.1:5432"]);
+        let hosts = ctx(&["postgres://127.0.0.1:5432"]);
         let uses_tls = |connection: PgConnection| async move {
             let set =
                 collect_rows(&connection.client, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
@@ -757,7 +806,7 @@ mod tests {
                 assert!(tls_offered, "a server that refuses TLS failed the connection: {text}");
                 assert!(text.contains("error performing TLS handshake"), "{text}");
                 eprintln!("the machine's PostgreSQL offers TLS that fails verification here: {text}");
-                let by_name = allowed(&["postgres://localhost:5432"]);
+                let by_name = ctx(&["postgres://localhost:5432"]);
                 let outcome = connect("postgres://postgres@localhost:5432/postgres", None, &by_name).await;
                 eprintln!("reached as localhost, the default gives: {:?}", outcome.map(|_| "a connection"));
             }

@@ -10,9 +10,10 @@
 //!   the system's trusted roots; `#insecure` at the end of the URL skips the
 //!   certificate checks); a URL's user, password, database and
 //!   `?protocol=resp3` are redis-rs's to read.
-//! - One instance holds at most [`MAX_CONNECTIONS_PER_INSTANCE`] connections
-//!   at once (Spin keeps them in a table of that capacity per instance); the
-//!   next `open` connects, then fails with `too-many-connections`.
+//! - One instance holds at most 1024 connections at once (Spin keeps them in
+//!   a table of that capacity per instance,
+//!   [`INSTANCE_TABLE_CAPACITY`](crate::capability::INSTANCE_TABLE_CAPACITY));
+//!   the next `open` connects, then fails with `too-many-connections`.
 //! - `execute` converts replies as Spin does ([`RedisResults`]): maps,
 //!   attributes, push replies and verbatim strings are refused.
 //! - `get` and `execute` refuse a reply bigger than [`MAX_RESULT_BYTES`]
@@ -23,19 +24,15 @@
 use crate::bindings::spin::redis::redis::{
     self as wit, Error as RedisError, HostConnectionWithStore, Payload, RedisParameter, RedisResult,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{MAX_RESULT_BYTES, too_large_message};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, FromRedisValue, Value};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::{Accessor, Resource};
-
-/// How many Redis connections one instance may hold at once: the capacity of
-/// the table Spin keeps them in (`spin_resource_table::Table::new(1024)`).
-pub const MAX_CONNECTIONS_PER_INSTANCE: usize = 1024;
 
 /// Cumulative Redis activity of all instances of a host.
 #[derive(Debug, Default)]
@@ -67,38 +64,7 @@ impl RedisCounters {
 /// Dropping the last handle closes the TCP connection.
 pub struct RedisConnection {
     conn: MultiplexedConnection,
-    _slot: ConnectionSlot,
-}
-
-/// The connections one instance holds, counted against [`MAX_CONNECTIONS_PER_INSTANCE`].
-#[derive(Clone, Debug, Default)]
-pub struct InstanceConnections(Arc<AtomicUsize>);
-
-/// One held connection of an instance; dropping it gives the place back.
-struct ConnectionSlot(Arc<AtomicUsize>);
-
-impl InstanceConnections {
-    /// A place for one more connection, or `None` if the instance holds the most it may.
-    fn reserve(&self) -> Option<ConnectionSlot> {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < MAX_CONNECTIONS_PER_INSTANCE).then_some(held + 1)
-            })
-            .ok()
-            .map(|_| ConnectionSlot(self.0.clone()))
-    }
-
-    /// How many connections are held now.
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+    _slot: TableSlot,
 }
 
 /// The Redis host's settings and state for one store (one instance).
@@ -109,18 +75,18 @@ pub struct RedisCtx {
     /// Host-wide counters.
     pub counters: Arc<RedisCounters>,
     /// The connections this instance holds.
-    connections: InstanceConnections,
+    connections: InstanceTable,
 }
 
 impl RedisCtx {
     /// The component's settings; [`RedisCtx::for_instance`] makes each store's copy.
     pub fn new(allowed_hosts: Arc<AllowedHosts>, counters: Arc<RedisCounters>) -> RedisCtx {
-        RedisCtx { allowed_hosts, counters, connections: InstanceConnections::default() }
+        RedisCtx { allowed_hosts, counters, connections: InstanceTable::default() }
     }
 
     /// The same settings with a count of connections of its own, for a new instance.
     pub fn for_instance(&self) -> RedisCtx {
-        RedisCtx { connections: InstanceConnections::default(), ..self.clone() }
+        RedisCtx { connections: InstanceTable::default(), ..self.clone() }
     }
 }
 
@@ -374,6 +340,7 @@ fn memory_size(value: &RedisResult) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capability::INSTANCE_TABLE_CAPACITY;
     use crate::test_tls::SelfSigned;
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
@@ -514,7 +481,7 @@ mod tests {
     #[test]
     fn an_instance_holds_at_most_1024_connections() {
         let ctx = RedisCtx::new(Arc::default(), Arc::default()).for_instance();
-        let mut held: Vec<_> = (0..MAX_CONNECTIONS_PER_INSTANCE).map(|_| ctx.connections.reserve().unwrap()).collect();
+        let mut held: Vec<_> = (0..INSTANCE_TABLE_CAPACITY).map(|_| ctx.connections.reserve().unwrap()).collect();
         assert!(ctx.connections.reserve().is_none(), "the 1025th");
         let other_instance = ctx.for_instance();
         assert!(other_instance.connections.reserve().is_some(), "the cap is per instance");

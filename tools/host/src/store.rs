@@ -54,8 +54,8 @@ impl StoreState {
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
             redis: component.redis.for_instance(),
-            mysql: component.mysql.clone(),
-            postgres: component.postgres.clone(),
+            mysql: component.mysql.for_instance(),
+            postgres: component.postgres.for_instance(),
         }
     }
 }
