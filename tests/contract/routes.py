@@ -1,7 +1,12 @@
 """Every route of spin.toml has a path in openapi.yaml, and every path of
 openapi.yaml is served by the route it names (`x-spin-route`), by Spin's
-routing rules (those of tools/host/src/routes.rs: an exact route beats any
-wildcard, the longest wildcard prefix wins; `:name` matches one segment).
+routing rules for the kinds of route spin.toml uses, exact and trailing
+wildcard: an exact route beats any wildcard, the longest wildcard prefix wins.
+tools/host/src/routes.rs routes with Spin's own router (routefinder), which
+agrees. A `:name` segment matches one segment here too, but this model ranks
+it as a literal: Spin ranks a literal segment above a `:name` one at the same
+place (`/v1/touch/...` beats `/v1/:id` for `/v1/touch`), so a spin.toml that
+used `:name` routes would need that rule here.
 
 Run by tests/contract/run; also on its own: python3 tests/contract/routes.py
 """

@@ -58,9 +58,10 @@ fn component_contexts(
         let context = ComponentContext {
             id: id.clone(),
             variables: Arc::new(variables),
-            redis: RedisCtx { allowed_hosts: allowed_hosts.clone(), counters: counters.clone() },
-            mysql: MysqlCtx { allowed_hosts: allowed_hosts.clone() },
-            postgres: PgCtx { allowed_hosts },
+            environment: Arc::new(decl.environment.clone().into_iter().collect()),
+            redis: RedisCtx::new(allowed_hosts.clone(), counters.clone()),
+            mysql: MysqlCtx::new(allowed_hosts.clone()),
+            postgres: PgCtx::new(allowed_hosts),
             host_stopping: host_stopping.clone(),
         };
         contexts.insert(id.clone(), context);

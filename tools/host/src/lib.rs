@@ -38,6 +38,8 @@ mod routes;
 mod server;
 mod sql;
 mod store;
+#[cfg(test)]
+mod test_tls;
 mod variables;
 
 use anyhow::{Context, Result};

@@ -92,6 +92,10 @@ pub struct ComponentDecl {
     /// Component variables: name -> template over application variables.
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
+    /// Environment variables of the component's WASI context, taken as written
+    /// (Spin does not render templates in them); the guest lists them in name order.
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
 }
 
 /// A component `source`: only local files are supported by this host.
@@ -246,6 +250,18 @@ mod tests {
         assert_eq!(manifest.trigger.http[0].route, RouteDecl::Path("/...".into()));
         assert_eq!(manifest.trigger.http[1].route, RouteDecl::Private { private: true });
         assert_eq!(manifest.component["c"].variables["v"], "{{ a }}");
+        assert!(manifest.component["c"].environment.is_empty());
+    }
+
+    #[test]
+    fn parses_the_environment_table() {
+        let text = MINIMAL.replace(
+            "allowed_outbound_hosts = [",
+            "environment = { B = \"2\", A = \"{{ a }}\" }\n        allowed_outbound_hosts = [",
+        );
+        let manifest = Manifest::parse(&text).unwrap();
+        let environment: Vec<_> = manifest.component["c"].environment.iter().collect();
+        assert_eq!(environment, [(&"A".to_owned(), &"{{ a }}".to_owned()), (&"B".to_owned(), &"2".to_owned())]);
     }
 
     #[test]

@@ -3,35 +3,63 @@
 //! Each `connection.open` makes one fresh connection (Spin also opens a new
 //! connection per `open`), used by one statement at a time; a `query` holds
 //! it until its rows have been read or the stream dropped. Addresses are
-//! `mysql://user:password@host[:port]/database` URLs; TLS (`ssl-mode`) is not
-//! supported by this host. Type mapping is in [`types`].
+//! `mysql://user:password@host[:port]/database` URLs. As in Spin, one
+//! instance holds at most 1024 connections (the next `open` connects, then
+//! fails with `connection-failed("too many connections")`). Type mapping is
+//! in [`types`].
+//!
+//! TLS follows Spin 4.1's `crates/factor-outbound-mysql` (`client.rs`,
+//! `build_opts`), with mysql_async's `native-tls-tls` feature as Spin builds
+//! it: without an `ssl-mode` (or `sslmode`, in any case) parameter, or with
+//! `ssl-mode=DISABLED`, the connection is plain TCP; any other value
+//! (`PREFERRED` too) requires TLS, with the server's certificate checked
+//! against the system's trusted roots and its name against the host, and
+//! fails against a server without TLS. A parameter mysql_async does not know
+//! makes Spin panic (mysql_async's `OptsBuilder::from_opts` unwraps); here the
+//! guest traps.
 
 mod types;
 
 use crate::bindings::spin::mysql::mysql::{
     self as wit, Column, Error as MysqlError, HostConnectionWithStore, ParameterValue, Row,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, OtherError, QueryParts, RowSender};
 use futures_util::TryStreamExt;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, Params};
+use mysql_async::{Conn, Opts, OptsBuilder, Params, SslOpts};
 use std::sync::Arc;
 use tokio::sync::{Mutex, oneshot};
 use wasmtime::component::{Accessor, Resource};
 
-/// What a `connection` resource holds: one connection, used by one statement at a time.
+/// What a `connection` resource holds: one connection, used by one statement
+/// at a time, and its place among the instance's connections.
 pub struct MysqlConnection {
     conn: Arc<Mutex<Conn>>,
+    _slot: TableSlot,
 }
 
-/// The component's `spin:mysql` settings.
+/// The `spin:mysql` settings and state of one store (one instance).
 #[derive(Clone)]
 pub struct MysqlCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
+    /// The connections this instance holds.
+    connections: InstanceTable,
+}
+
+impl MysqlCtx {
+    /// The component's settings; [`MysqlCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>) -> MysqlCtx {
+        MysqlCtx { allowed_hosts, connections: InstanceTable::default() }
+    }
+
+    /// The same settings with a count of connections of its own, for a new instance.
+    pub fn for_instance(&self) -> MysqlCtx {
+        MysqlCtx { connections: InstanceTable::default(), ..self.clone() }
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:mysql` host.
@@ -67,7 +95,7 @@ impl MysqlHost {
 
 impl<T> HostConnectionWithStore<T> for MysqlHost {
     async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<MysqlConnection>> {
-        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx.allowed_hosts).await }).await
+        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx).await }).await
     }
 
     async fn execute(
@@ -98,33 +126,57 @@ impl<T> HostConnectionWithStore<T> for MysqlHost {
     }
 }
 
-/// Checks `address` against `allowed_hosts` and connects.
-async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<MysqlConnection, MysqlError> {
-    allowed_hosts.permit(address, "mysql").map_err(|denied| match denied {
+/// Checks `address` against the component's `allowed_outbound_hosts` and
+/// connects; then, as in Spin, takes the instance's place for the connection
+/// (so one over the cap is made, then dropped: `connection-failed`).
+async fn connect(address: &str, ctx: &MysqlCtx) -> Result<MysqlConnection, HostError<MysqlError>> {
+    ctx.allowed_hosts.permit(address, "mysql").map_err(|denied| match denied {
         Denied::NotAllowed => MysqlError::ConnectionFailed(format!("address {address} is not permitted")),
         Denied::CheckFailed(reason) => MysqlError::Other(reason),
     })?;
-    let opts = connection_opts(address).map_err(MysqlError::ConnectionFailed)?;
+    let opts = match connection_opts(address) {
+        Ok(opts) => opts,
+        Err(OptsError::Url(text)) => return Err(MysqlError::ConnectionFailed(text).into()),
+        Err(OptsError::SpinPanics(text)) => {
+            return Err(HostError::Trap(wasmtime::Error::msg(format!(
+                "spin:mysql cannot use the address: {text} (Spin 4.1 panics on it)"
+            ))));
+        }
+    };
     let conn = Conn::new(opts).await.map_err(|e| MysqlError::ConnectionFailed(e.to_string()))?;
-    Ok(MysqlConnection { conn: Arc::new(Mutex::new(conn)) })
+    let slot = ctx.connections.reserve().ok_or_else(|| MysqlError::ConnectionFailed("too many connections".into()))?;
+    Ok(MysqlConnection { conn: Arc::new(Mutex::new(conn)), _slot: slot })
 }
 
-/// Connection options from a `mysql://` URL, without its `ssl-mode` parameter.
-///
-/// A TLS mode other than `DISABLED` is refused: this host has no TLS.
-fn connection_opts(address: &str) -> Result<Opts, String> {
-    let mut url = url::Url::parse(address).map_err(|e| format!("invalid MySQL URL: {e}"))?;
-    let is_ssl = |key: &str| matches!(key.to_ascii_lowercase().as_str(), "ssl-mode" | "sslmode");
-    let (ssl, rest): (Vec<_>, Vec<_>) =
-        url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).partition(|(k, _)| is_ssl(k));
-    if ssl.iter().any(|(_, mode)| !mode.eq_ignore_ascii_case("disabled")) {
-        return Err("TLS (ssl-mode) is not supported by unread-host".to_owned());
-    }
+/// Why an address gives no connection options.
+#[derive(Debug)]
+enum OptsError {
+    /// Not a URL: `connection-failed`.
+    Url(String),
+    /// A URL mysql_async refuses (an unknown parameter, say), on which Spin panics.
+    SpinPanics(String),
+}
+
+/// Spin's `is_ssl_param`: the names it reads the TLS mode from.
+fn is_ssl_param(key: &str) -> bool {
+    ["ssl-mode", "sslmode"].contains(&key.to_lowercase().as_str())
+}
+
+/// Connection options from a `mysql://` URL as Spin's `build_opts` makes
+/// them: the `ssl-mode` parameters taken out, and TLS required (with
+/// mysql_async's default checks) unless every one of them says `disabled`.
+fn connection_opts(address: &str) -> Result<Opts, OptsError> {
+    let mut url = url::Url::parse(address).map_err(|e| OptsError::Url(format!("invalid MySQL URL: {e}")))?;
+    let use_ssl = url.query_pairs().any(|(key, value)| is_ssl_param(&key) && value.to_lowercase() != "disabled");
+    let rest: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(key, _)| !is_ssl_param(key))
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect();
     url.set_query(None);
-    if !rest.is_empty() {
-        url.query_pairs_mut().extend_pairs(rest);
-    }
-    Opts::from_url(url.as_str()).map_err(|e| e.to_string())
+    url.query_pairs_mut().extend_pairs(rest);
+    let opts = Opts::from_url(url.as_str()).map_err(|e| OptsError::SpinPanics(e.to_string()))?;
+    Ok(OptsBuilder::from_opts(opts).ssl_opts(use_ssl.then(SslOpts::default)).into())
 }
 
 /// Runs `statement` and streams its first result set: the query task of [`sql::stream_query`].
@@ -173,10 +225,18 @@ mod tests {
         assert_eq!(opts.tcp_port(), 3307);
         assert_eq!(opts.user(), Some("root"));
         assert_eq!(opts.db_name(), Some("test"));
-        assert!(connection_opts("mysql://h/db?ssl-mode=DISABLED").is_ok());
-        assert!(connection_opts("mysql://h/db?sslMode=REQUIRED").is_err(), "no TLS here");
-        assert!(connection_opts("host=h user=u").is_err());
-        assert!(connection_opts("mysql://h/db?no_such_option=1").is_err());
+        assert!(opts.ssl_opts().is_none(), "plain without ssl-mode");
+        // Spin's own cases (`client.rs` tests) and the modes between.
+        let tls = |address: &str| connection_opts(address).unwrap().ssl_opts().cloned();
+        assert_eq!(tls("mysql://myuser:password@127.0.0.1/db?ssl-mode=DISABLED"), None);
+        assert_eq!(tls("mysql://myuser:password@127.0.0.1/db?sslmode=disabled"), None);
+        assert_eq!(tls("mysql://myuser:password@127.0.0.1/db?sslMode=VERIFY_CA"), Some(SslOpts::default()));
+        assert_eq!(tls("mysql://h/db?ssl-mode=PREFERRED"), Some(SslOpts::default()), "preferred requires TLS too");
+        let opts = connection_opts("mysql://myuser:password@127.0.0.1/db?SsLmOdE=VERIFY_CA&pool_max=10").unwrap();
+        assert!(opts.ssl_opts().is_some());
+        assert_eq!(opts.pool_opts().constraints().max(), 10);
+        assert!(matches!(connection_opts("host=h user=u"), Err(OptsError::Url(_))));
+        assert!(matches!(connection_opts("mysql://h/db?no_such_option=1"), Err(OptsError::SpinPanics(_))));
     }
 
     /// The server for the live tests: `UNREAD_TEST_MYSQL`, or MariaDB/MySQL on
@@ -188,7 +248,7 @@ mod tests {
     /// A connection to [`test_server`], or `None` (the test is skipped) if there is none.
     async fn test_connection() -> Option<MysqlConnection> {
         let address = test_server();
-        let allowed = AllowedHosts::parse("test", &["mysql://*:*"]).unwrap();
+        let allowed = MysqlCtx::new(Arc::new(AllowedHosts::parse("test", &["mysql://*:*"]).unwrap())).for_instance();
         match connect(&address, &allowed).await {
             Ok(conn) => Some(conn),
             Err(e) => {
@@ -285,10 +345,77 @@ mod tests {
         assert!(matches!(outcome, Err(MysqlError::QueryFailed(_))), "{outcome:?}");
     }
 
+    /// Whether the MySQL/MariaDB server at `address` (host:port) offers TLS
+    /// (the `CLIENT_SSL` capability of its greeting), or `None` if nothing answers.
+    fn offers_tls(address: &str) -> Option<bool> {
+        use std::io::Read;
+        let mut stream = std::net::TcpStream::connect(address).ok()?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+        let mut header = [0u8; 4];
+        stream.read_exact(&mut header).ok()?;
+        let mut greeting =
+            vec![0u8; usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16];
+        stream.read_exact(&mut greeting).ok()?;
+        // Protocol version, the server version (NUL-terminated), the
+        // connection id, 8 bytes of salt and a filler byte, then the lower
+        // capability flags.
+        let version_end = greeting.iter().skip(1).position(|&b| b == 0)? + 1;
+        let flags = version_end + 1 + 4 + 8 + 1;
+        let lower = u16::from_le_bytes([*greeting.get(flags)?, *greeting.get(flags + 1)?]);
+        Some(lower & 0x0800 != 0)
+    }
+
+    /// The machine's MariaDB/MySQL (127.0.0.1:3306, root without a password),
+    /// as the project's tests reach it: without `ssl-mode`, plain TCP; with
+    /// `ssl-mode=REQUIRED` (or `PREFERRED`), TLS is required, so a server
+    /// without TLS (MariaDB's default here) fails it.
+    #[tokio::test]
+    async fn live_ssl_mode_against_the_machine_server() {
+        let Some(tls_offered) = offers_tls("127.0.0.1:3306") else {
+            eprintln!("skipping: no MySQL server at 127.0.0.1:3306");
+            return;
+        };
+        let allowed =
+            MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap())).for_instance();
+        for address in ["mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3306/test?ssl-mode=DISABLED"] {
+            assert!(connect(address, &allowed).await.is_ok(), "{address}");
+        }
+        for mode in ["REQUIRED", "PREFERRED"] {
+            let address = format!("mysql://root@127.0.0.1:3306/test?ssl-mode={mode}");
+            match connect(&address, &allowed).await {
+                Ok(_) => assert!(tls_offered, "{address} connected to a server without TLS"),
+                Err(HostError::Guest(MysqlError::ConnectionFailed(text))) => {
+                    eprintln!("{address}: {text}");
+                    if !tls_offered {
+                        assert!(
+                            text.contains("Client asked for SSL but server does not have this capability"),
+                            "{text}"
+                        );
+                    }
+                }
+                Err(other) => panic!("{address}: {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn addresses_spin_panics_on_trap() {
+        let allowed = MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://*:*"]).unwrap())).for_instance();
+        let outcome = connect("mysql://root@127.0.0.1:3306/test?no_such_option=1", &allowed).await;
+        assert!(matches!(outcome, Err(HostError::Trap(_))), "{:?}", outcome.err());
+        // The permission is checked first, as in Spin.
+        let refused = MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://10.0.0.1"]).unwrap())).for_instance();
+        let outcome = connect("mysql://root@127.0.0.1:3306/test?no_such_option=1", &refused).await;
+        assert!(matches!(outcome, Err(HostError::Guest(MysqlError::ConnectionFailed(_)))), "{:?}", outcome.err());
+    }
+
     #[tokio::test]
     async fn addresses_outside_allowed_hosts_are_refused() {
-        let allowed = AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap();
-        let Err(MysqlError::ConnectionFailed(text)) = connect("mysql://root@10.9.9.9/test", &allowed).await else {
+        let allowed =
+            MysqlCtx::new(Arc::new(AllowedHosts::parse("c", &["mysql://127.0.0.1:3306"]).unwrap())).for_instance();
+        let Err(HostError::Guest(MysqlError::ConnectionFailed(text))) =
+            connect("mysql://root@10.9.9.9/test", &allowed).await
+        else {
             panic!("expected connection-failed");
         };
         assert_eq!(text, "address mysql://root@10.9.9.9/test is not permitted");

@@ -505,6 +505,21 @@ mod tests {
     }
 
     #[test]
+    fn rediss_has_no_well_known_port() {
+        // Spin's list of well-known ports has no `rediss`: an entry must name
+        // its port, and an address without one is allowed only by a `*` port
+        // (redis-rs would connect to 6379).
+        assert!(AllowedHost::parse("rediss://cache.example.com").is_err());
+        let hosts = allowed(&["rediss://cache.example.com:6380"]);
+        assert!(allows(&hosts, "rediss://cache.example.com:6380", "redis"));
+        assert!(allows(&hosts, "rediss://user:pw@cache.example.com:6380/2", "redis"));
+        assert!(!allows(&hosts, "redis://cache.example.com:6380", "redis"), "scheme must match");
+        assert!(!allows(&hosts, "rediss://cache.example.com", "redis"));
+        assert!(!allows(&allowed(&["rediss://cache.example.com:6379"]), "rediss://cache.example.com", "redis"));
+        assert!(allows(&allowed(&["rediss://cache.example.com:*"]), "rediss://cache.example.com", "redis"));
+    }
+
+    #[test]
     fn port_ranges_exclude_the_end() {
         let hosts = allowed(&["redis://127.0.0.1:7000..7002"]);
         assert!(allows(&hosts, "redis://127.0.0.1:7000", "redis"));

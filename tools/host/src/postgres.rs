@@ -8,10 +8,24 @@
 //!
 //! Addresses are libpq connection strings (`host=... user=... dbname=...`) or
 //! `postgres://` URLs; every TCP host in them must be allowed by
-//! `allowed_outbound_hosts` (Unix sockets are refused). This host speaks plain
-//! TCP only: `sslmode=prefer` (the default) connects without TLS,
-//! `sslmode=require` fails, and a CA root given to `connection-builder` is
-//! checked for PEM form but not used.
+//! `allowed_outbound_hosts` (Unix sockets are refused). As in Spin, one
+//! instance holds at most 1024 connections (the next `open` connects, then
+//! fails with `connection-failed("too many connections")`) and 1024
+//! connection builders (the next one traps).
+//!
+//! TLS is negotiated as Spin 4.1's `crates/factor-outbound-pg` (`client.rs`)
+//! does it, with the same crates (tokio-postgres, postgres-native-tls,
+//! native-tls: OpenSSL here): `sslmode=disable` connects in plain TCP; any
+//! other mode (`prefer`, the default, or `require`) asks the server for TLS
+//! and, if it agrees, verifies its certificate against the system's trusted
+//! roots (plus the root given to `connection-builder.set-ca-root`) and its
+//! name against the host of the address. A failed handshake fails the
+//! connection: `prefer` falls back to plain TCP only when the server refuses
+//! TLS, never after a handshake that failed (unlike libpq). `require` fails
+//! when the server refuses TLS. So against a server with a certificate the
+//! client does not trust, or one for another name (Debian's default
+//! self-signed `localhost` certificate reached as `127.0.0.1`), every
+//! connection fails unless the address says `sslmode=disable`.
 //!
 //! As in Spin, `query-async`'s columns come from the first row (an empty
 //! result has no columns); type mapping is in [`types`].
@@ -26,33 +40,56 @@ use crate::bindings::spin::postgres::postgres::{
     self as wit, Column, DbError, Error as PgError, HostConnectionBuilderWithStore, HostConnectionWithStore,
     ParameterValue, QueryError, Row, RowSet,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
 use crate::sql::{self, ByteBudget, MAX_RESULT_BYTES, OtherError, QueryParts, RowSender};
 use futures_util::StreamExt;
+use postgres_native_tls::MakeTlsConnector;
 use std::sync::Arc;
 use tokio::sync::oneshot;
-use tokio_postgres::config::Host;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, Config, NoTls, Socket};
 use types::SqlParam;
 use wasmtime::component::{Accessor, Resource};
 
-/// What a `connection` resource holds: a client on one connection.
+/// What a `connection` resource holds: a client on one connection, and its
+/// place among the instance's connections.
 pub struct PgConnection {
     client: Arc<Client>,
+    _slot: TableSlot,
 }
 
-/// What a `connection-builder` resource holds: the address to connect to.
+/// What a `connection-builder` resource holds: the address to connect to and
+/// an extra trusted root certificate.
 pub struct PgConnectionBuilder {
     address: String,
+    root_ca: Option<native_tls::Certificate>,
+    _slot: TableSlot,
 }
 
-/// The component's `spin:postgres` settings.
+/// The `spin:postgres` settings and state of one store (one instance).
 #[derive(Clone)]
 pub struct PgCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
+    /// The connections this instance holds.
+    connections: InstanceTable,
+    /// The connection builders this instance holds.
+    builders: InstanceTable,
+}
+
+impl PgCtx {
+    /// The component's settings; [`PgCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>) -> PgCtx {
+        PgCtx { allowed_hosts, connections: InstanceTable::default(), builders: InstanceTable::default() }
+    }
+
+    /// The same settings with counts of their own, for a new instance.
+    pub fn for_instance(&self) -> PgCtx {
+        PgCtx::new(self.allowed_hosts.clone())
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:postgres` host.
@@ -76,7 +113,7 @@ impl OtherError for PgError {
 /// The synchronous `connection` functions: the store stays borrowed while they run.
 impl wit::HostConnection for CapabilityView<'_, PgCtx> {
     async fn open(&mut self, address: String) -> Reply<Resource<PgConnection>> {
-        let connection = connect(&address, &self.ctx.allowed_hosts).await?;
+        let connection = connect(&address, None, self.ctx).await?;
         Ok(self.push(connection)?)
     }
 
@@ -104,26 +141,29 @@ impl wit::HostConnection for CapabilityView<'_, PgCtx> {
 /// The synchronous `connection-builder` functions.
 impl wit::HostConnectionBuilder for CapabilityView<'_, PgCtx> {
     fn new(&mut self, address: String) -> wasmtime::Result<Resource<PgConnectionBuilder>> {
-        self.push(PgConnectionBuilder { address })
+        // Spin fails (traps) when its table of builders is full.
+        let slot = self.ctx.builders.reserve().ok_or_else(|| wasmtime::Error::msg("out of builder table space"))?;
+        self.push(PgConnectionBuilder { address, root_ca: None, _slot: slot })
     }
 
-    /// Checks that `certificate` is PEM; without TLS, this host has no use for it.
+    /// Trusts `certificate` (PEM) as a root for this builder's connections.
     fn set_ca_root(&mut self, builder: Resource<PgConnectionBuilder>, certificate: String) -> Reply<()> {
-        check_certificate(&certificate)
-            .map_err(|reason| PgError::Other(format!("invalid root certificate: {reason}")))?;
-        self.read(&builder, |_| ()).ok_or_else(no_builder)?;
+        let root_ca = parse_root_certificate(&certificate)?;
+        let held = self.table.get_mut(&builder).map_err(|_| no_builder())?;
+        held.root_ca = Some(root_ca);
         Ok(())
     }
 
     async fn build(&mut self, builder: Resource<PgConnectionBuilder>) -> Reply<Resource<PgConnection>> {
-        let address = self.read(&builder, |held| held.address.clone()).ok_or_else(no_builder)?;
-        wit::HostConnection::open(self, address).await
+        let (address, root_ca) = self.read(&builder, builder_info).ok_or_else(no_builder)?;
+        let connection = connect(&address, root_ca, self.ctx).await?;
+        Ok(self.push(connection)?)
     }
 }
 
 impl<T> HostConnectionWithStore<T> for PgHost {
     async fn open_async(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<PgConnection>> {
-        Self::open_resource(accessor, |ctx| async move { connect(&address, &ctx.allowed_hosts).await }).await
+        Self::open_resource(accessor, |ctx| async move { connect(&address, None, &ctx).await }).await
     }
 
     async fn query_async(
@@ -157,8 +197,8 @@ impl<T> HostConnectionBuilderWithStore<T> for PgHost {
         accessor: &Accessor<T, Self>,
         builder: Resource<PgConnectionBuilder>,
     ) -> Reply<Resource<PgConnection>> {
-        let address = Self::read(accessor, &builder, |held| held.address.clone()).ok_or_else(no_builder)?;
-        Self::open_async(accessor, address).await
+        let (address, root_ca) = Self::read(accessor, &builder, builder_info).ok_or_else(no_builder)?;
+        Self::open_resource(accessor, |ctx| async move { connect(&address, root_ca, &ctx).await }).await
     }
 
     async fn drop(accessor: &Accessor<T, Self>, rep: Resource<PgConnectionBuilder>) -> wasmtime::Result<()> {
@@ -180,17 +220,62 @@ fn no_builder() -> PgError {
     PgError::ConnectionFailed("no builder found".to_owned())
 }
 
-/// Checks every host of `address` against `allowed_hosts` and connects.
-async fn connect(address: &str, allowed_hosts: &AllowedHosts) -> Result<PgConnection, PgError> {
-    let config = permitted_config(address, allowed_hosts)?;
-    let (client, connection) =
-        config.connect(NoTls).await.map_err(|e| PgError::ConnectionFailed(format!("{:#}", anyhow::Error::from(e))))?;
+/// What `build` connects with: the address and the extra root, if any.
+fn builder_info(held: &PgConnectionBuilder) -> (String, Option<native_tls::Certificate>) {
+    (held.address.clone(), held.root_ca.clone())
+}
+
+/// A root certificate given to `set-ca-root`, or Spin's `other` error (whose
+/// text repeats itself: Spin's outer message wraps an inner one saying the same).
+fn parse_root_certificate(pem: &str) -> Result<native_tls::Certificate, PgError> {
+    native_tls::Certificate::from_pem(pem.as_bytes())
+        .map_err(|_| PgError::Other("invalid root certificate: invalid root certificate".to_owned()))
+}
+
+/// Checks every host of `address` against the component's
+/// `allowed_outbound_hosts` and connects, with TLS unless the address says
+/// `sslmode=disable` (Spin's `create_connection_pool`); then, as in Spin,
+/// takes the instance's place for the connection (so one over the cap is
+/// made, then dropped: `connection-failed`).
+async fn connect(
+    address: &str,
+    root_ca: Option<native_tls::Certificate>,
+    ctx: &PgCtx,
+) -> Result<PgConnection, PgError> {
+    let config = permitted_config(address, &ctx.allowed_hosts)?;
+    let client = if config.get_ssl_mode() == SslMode::Disable {
+        start(&config, NoTls).await
+    } else {
+        let mut builder = native_tls::TlsConnector::builder();
+        if let Some(root_ca) = root_ca {
+            builder.add_root_certificate(root_ca);
+        }
+        let connector = builder.build().map_err(|e| connection_failed(anyhow::Error::from(e)))?;
+        start(&config, MakeTlsConnector::new(connector)).await
+    };
+    let client = Arc::new(client.map_err(|e| connection_failed(anyhow::Error::from(e)))?);
+    let slot = ctx.connections.reserve().ok_or_else(|| PgError::ConnectionFailed("too many connections".into()))?;
+    Ok(PgConnection { client, _slot: slot })
+}
+
+/// Connects with `tls` and drives the connection in a task of its own.
+async fn start<T>(config: &Config, tls: T) -> Result<Client, tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = config.connect(tls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             eprintln!("unread-host: a postgres connection failed: {e}");
         }
     });
-    Ok(PgConnection { client: Arc::new(client) })
+    Ok(client)
+}
+
+/// `connection-failed` with the error and its causes.
+fn connection_failed(error: anyhow::Error) -> PgError {
+    PgError::ConnectionFailed(format!("{error:#}"))
 }
 
 /// Parses `address` and checks each of its TCP hosts (with the port at the
@@ -342,25 +427,17 @@ fn db_error_extras(db: &tokio_postgres::error::DbError) -> Vec<(String, String)>
     .collect()
 }
 
-/// A light check that `text` holds a PEM certificate.
-fn check_certificate(text: &str) -> Result<(), String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
-    let start = text.find(BEGIN).ok_or("no PEM certificate found")?;
-    let body = &text[start + BEGIN.len()..];
-    let end = body.find(END).ok_or("unterminated PEM certificate")?;
-    if body[..end].trim().is_empty() {
-        return Err("empty PEM certificate".to_owned());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn allowed(entries: &[&str]) -> AllowedHosts {
         AllowedHosts::parse("c", entries).unwrap()
+    }
+
+    /// One instance's settings, allowed `entries`.
+    fn ctx(entries: &[&str]) -> PgCtx {
+        PgCtx::new(Arc::new(allowed(entries))).for_instance()
     }
 
     fn refusal(address: &str, hosts: &AllowedHosts) -> String {
@@ -416,15 +493,18 @@ mod tests {
     }
 
     /// The server for the live tests: `UNREAD_TEST_POSTGRES`, or PostgreSQL on
-    /// 127.0.0.1:5432 as `postgres` (trust authentication), database `test`.
+    /// 127.0.0.1:5432 as `postgres` (trust authentication), database `test`,
+    /// without TLS (which fails against Debian's default certificate, for
+    /// `localhost`).
     fn test_server() -> String {
-        std::env::var("UNREAD_TEST_POSTGRES").unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".into())
+        std::env::var("UNREAD_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test sslmode=disable".into())
     }
 
     /// A client of [`test_server`], or `None` (the test is skipped) if there is none.
     async fn test_client() -> Option<Arc<Client>> {
         let address = test_server();
-        match connect(&address, &allowed(&["postgres://*:*"])).await {
+        match connect(&address, None, &ctx(&["postgres://*:*"])).await {
             Ok(conn) => Some(conn.client),
             Err(e) => {
                 eprintln!("skipping: no PostgreSQL server at {address}: {e:?}");
@@ -531,10 +611,206 @@ mod tests {
     }
 
     #[test]
-    fn certificates_need_pem_form() {
-        assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").is_ok());
-        assert!(check_certificate("MIIB").is_err());
-        assert!(check_certificate("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----").is_err());
-        assert!(check_certificate("-----BEGIN CERTIFICATE-----\nMIIB").is_err());
+    fn an_instance_holds_at_most_1024_builders() {
+        use wit::HostConnectionBuilder;
+        let ctx = ctx(&[]);
+        let mut table = wasmtime::component::ResourceTable::new();
+        let mut view = CapabilityView { table: &mut table, ctx: &ctx };
+        let builders: Vec<_> =
+            (0..crate::capability::INSTANCE_TABLE_CAPACITY).map(|_| view.new("host=h".into()).unwrap()).collect();
+        let refused = view.new("host=h".into()).map(|_| ()).unwrap_err();
+        assert_eq!(refused.to_string(), "out of builder table space");
+        let first = builders.into_iter().next().unwrap();
+        view.delete(first).unwrap();
+        assert!(view.new("host=h".into()).is_ok(), "a place is free again after a drop");
+    }
+
+    #[test]
+    fn root_certificates_must_be_pem() {
+        let Err(PgError::Other(text)) = parse_root_certificate("MIIB") else { panic!("accepted") };
+        assert_eq!(text, "invalid root certificate: invalid root certificate");
+    }
+
+    /// The code of a message that has no type byte (a startup message or a
+    /// TLS request): its first eight bytes are its length and the code.
+    fn read_code(stream: &mut impl std::io::Read) -> Option<u32> {
+        let mut head = [0u8; 8];
+        stream.read_exact(&mut head).ok()?;
+        Some(u32::from_be_bytes([head[4], head[5], head[6], head[7]]))
+    }
+
+    /// PostgreSQL's TLS request (`SSLRequest`) and protocol 3.0 startup codes.
+    const TLS_REQUEST: u32 = 80_877_103;
+    const STARTUP: u32 = 196_608;
+
+    /// What a fake PostgreSQL server saw of the one connection it took.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Seen {
+        /// A startup message in plain TCP, with no TLS request before it.
+        PlainStartup,
+        /// A TLS request the server refused, then a startup message in plain TCP.
+        RefusedThenPlainStartup,
+        /// A TLS request the server refused, then nothing.
+        RefusedThenNothing,
+        /// A TLS request the server accepted, a handshake, then a startup message inside TLS.
+        TlsStartup,
+        /// A TLS request the server accepted, and a handshake the client broke off.
+        HandshakeFailed,
+        /// Anything else.
+        Other(String),
+    }
+
+    /// A fake server on 127.0.0.1 that answers one client's TLS request (with
+    /// `identity` it accepts, without it refuses) and reports what it saw.
+    fn fake_server(identity: Option<native_tls::Identity>) -> (u16, std::thread::JoinHandle<Seen>) {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+            match (read_code(&mut stream), identity) {
+                (Some(STARTUP), _) => Seen::PlainStartup,
+                (Some(TLS_REQUEST), None) => {
+                    stream.write_all(b"N").unwrap();
+                    match read_code(&mut stream) {
+                        Some(STARTUP) => Seen::RefusedThenPlainStartup,
+                        None => Seen::RefusedThenNothing,
+                        Some(code) => Seen::Other(format!("code {code} after a refusal")),
+                    }
+                }
+                (Some(TLS_REQUEST), Some(identity)) => {
+                    stream.write_all(b"S").unwrap();
+                    match native_tls::TlsAcceptor::new(identity).unwrap().accept(stream) {
+                        Ok(mut tls) => match read_code(&mut tls) {
+                            Some(STARTUP) => Seen::TlsStartup,
+                            other => Seen::Other(format!("{other:?} inside TLS")),
+                        },
+                        Err(_) => Seen::HandshakeFailed,
+                    }
+                }
+                (other, _) => Seen::Other(format!("{other:?} first")),
+            }
+        });
+        (port, seen)
+    }
+
+    /// Connects to a fake server as the guest would open `url` (the server's
+    /// port put in), with `root_ca` given to the builder: the client's error
+    /// text, if any, and what the server saw.
+    async fn against_fake_server(
+        identity: Option<native_tls::Identity>,
+        url: &str,
+        root_ca: Option<&str>,
+    ) -> (Option<String>, Seen) {
+        let (port, seen) = fake_server(identity);
+        let url = url.replace("PORT", &port.to_string());
+        let root_ca = root_ca.map(|pem| parse_root_certificate(pem).unwrap());
+        let error = match connect(&url, root_ca, &ctx(&["postgres://*:*"])).await {
+            Ok(_) => None,
+            Err(PgError::ConnectionFailed(text)) => Some(text),
+            Err(other) => Some(format!("not connection-failed: {other:?}")),
+        };
+        (error, seen.join().unwrap())
+    }
+
+    #[tokio::test]
+    async fn tls_is_asked_for_unless_disabled_and_prefer_falls_back_only_when_refused() {
+        // The server refuses TLS: `prefer` (the default) goes on in plain TCP,
+        // `require` gives up, `disable` never asks.
+        let (_, seen) = against_fake_server(None, "postgres://postgres@127.0.0.1:PORT/db", None).await;
+        assert_eq!(seen, Seen::RefusedThenPlainStartup);
+        let (_, seen) = against_fake_server(None, "postgres://postgres@127.0.0.1:PORT/db?sslmode=prefer", None).await;
+        assert_eq!(seen, Seen::RefusedThenPlainStartup);
+        let (error, seen) =
+            against_fake_server(None, "postgres://postgres@127.0.0.1:PORT/db?sslmode=require", None).await;
+        assert_eq!(seen, Seen::RefusedThenNothing);
+        assert!(error.as_deref().is_some_and(|text| text.contains("server does not support TLS")), "{error:?}");
+        let (_, seen) = against_fake_server(None, "host=127.0.0.1 port=PORT user=postgres sslmode=disable", None).await;
+        assert_eq!(seen, Seen::PlainStartup);
+    }
+
+    #[tokio::test]
+    async fn tls_certificates_are_verified_and_a_failed_handshake_is_not_retried_in_plain() {
+        // Like Debian's default PostgreSQL certificate: self-signed, for `localhost`.
+        let Some(certificate) = crate::test_tls::SelfSigned::make("pg-tls", "DNS:localhost") else {
+            return;
+        };
+        let (cert, key) = (certificate.cert_pem(), certificate.key_pem());
+        let identity = || Some(native_tls::Identity::from_pkcs8(cert.as_bytes(), key.as_bytes()).unwrap());
+        let verify_failed = |error: &Option<String>| {
+            error.as_deref().is_some_and(|text| {
+                text.contains("error performing TLS handshake") && text.contains("certificate verify failed")
+            })
+        };
+
+        // Not among the trusted roots: the handshake fails, and nothing more
+        // is tried (the fake server takes one connection; a retry in plain
+        // TCP would find nobody and fail differently).
+        let (error, seen) = against_fake_server(identity(), "postgres://postgres@localhost:PORT/db", None).await;
+        assert_eq!(seen, Seen::HandshakeFailed);
+        assert!(verify_failed(&error), "{error:?}");
+        // Trusted through `set-ca-root`, for the name the address uses: TLS.
+        let (_, seen) = against_fake_server(identity(), "postgres://postgres@localhost:PORT/db", Some(&cert)).await;
+        assert_eq!(seen, Seen::TlsStartup);
+        // Trusted, but reached by another name: the name check fails it.
+        let (error, seen) = against_fake_server(identity(), "postgres://postgres@127.0.0.1:PORT/db", Some(&cert)).await;
+        assert_eq!(seen, Seen::HandshakeFailed);
+        assert!(verify_failed(&error), "{error:?}");
+        // `sslmode=disable` never asks for TLS.
+        let (_, seen) =
+            against_fake_server(identity(), "postgres://postgres@127.0.0.1:PORT/db?sslmode=disable", None).await;
+        assert_eq!(seen, Seen::PlainStartup);
+    }
+
+    /// Whether the server at `address` (host:port) agrees to TLS, or `None` if nothing answers there.
+    fn offers_tls(address: &str) -> Option<bool> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(address).ok()?;
+        let mut request = 8u32.to_be_bytes().to_vec();
+        request.extend(TLS_REQUEST.to_be_bytes());
+        stream.write_all(&request).ok()?;
+        let mut answer = [0u8];
+        stream.read_exact(&mut answer).ok()?;
+        Some(answer[0] == b'S')
+    }
+
+    /// The machine's PostgreSQL (127.0.0.1:5432, user `postgres`), reached as
+    /// the project's tests reach it: with TLS refused, the default `prefer`
+    /// connects in plain TCP; with TLS offered (Debian's default, with its
+    /// self-signed certificate for `localhost`), the default connects over TLS
+    /// if the certificate passes and fails otherwise, never in plain TCP.
+    /// `sslmode=disable` connects in plain TCP either way.
+    #[tokio::test]
+    async fn live_default_sslmode_against_the_machine_server() {
+        let Some(tls_offered) = offers_tls("127.0.0.1:5432") else {
+            eprintln!("skipping: no PostgreSQL server at 127.0.0.1:5432");
+            return;
+        };
+        let hosts = ctx(&["postgres://127.0.0.1:5432"]);
+        let uses_tls = |connection: PgConnection| async move {
+            let set =
+                collect_rows(&connection.client, "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+                    .await
+                    .unwrap();
+            debug(&set.rows)
+                == debug(vec![vec![crate::bindings::spin::postgres::postgres::DbValue::Str("true".into())]])
+        };
+        let plain = connect("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", None, &hosts).await.unwrap();
+        assert!(!uses_tls(plain).await);
+        match connect("postgres://postgres@127.0.0.1:5432/postgres", None, &hosts).await {
+            Ok(connection) => {
+                assert_eq!(uses_tls(connection).await, tls_offered, "prefer without TLS although offered")
+            }
+            Err(PgError::ConnectionFailed(text)) => {
+                assert!(tls_offered, "a server that refuses TLS failed the connection: {text}");
+                assert!(text.contains("error performing TLS handshake"), "{text}");
+                eprintln!("the machine's PostgreSQL offers TLS that fails verification here: {text}");
+                let by_name = ctx(&["postgres://localhost:5432"]);
+                let outcome = connect("postgres://postgres@localhost:5432/postgres", None, &by_name).await;
+                eprintln!("reached as localhost, the default gives: {:?}", outcome.map(|_| "a connection"));
+            }
+            Err(other) => panic!("{other:?}"),
+        }
     }
 }

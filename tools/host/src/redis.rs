@@ -1,17 +1,35 @@
 //! The `spin:redis/redis@3.0.0` host: outbound Redis for components.
 //!
-//! Each `connection.open` makes one fresh multiplexed TCP connection, so a
-//! connection resource can serve several concurrent requests of a reused
-//! instance. Every call counts into [`RedisCounters`].
+//! Follows Spin 4.1's `crates/factor-outbound-redis` (`host.rs`, `lib.rs`),
+//! with the same client (redis-rs 0.32 with its `tokio-native-tls-comp`
+//! feature, as Spin builds it):
+//!
+//! - Each `connection.open` makes one fresh multiplexed connection, so a
+//!   connection resource can serve several concurrent requests of a reused
+//!   instance. `rediss://` connects over TLS (native-tls: OpenSSL here, with
+//!   the system's trusted roots; `#insecure` at the end of the URL skips the
+//!   certificate checks); a URL's user, password, database and
+//!   `?protocol=resp3` are redis-rs's to read.
+//! - One instance holds at most 1024 connections at once (Spin keeps them in
+//!   a table of that capacity per instance,
+//!   [`INSTANCE_TABLE_CAPACITY`](crate::capability::INSTANCE_TABLE_CAPACITY));
+//!   the next `open` connects, then fails with `too-many-connections`.
+//! - `execute` converts replies as Spin does ([`RedisResults`]): maps,
+//!   attributes, push replies and verbatim strings are refused.
+//! - `get` and `execute` refuse a reply bigger than [`MAX_RESULT_BYTES`]
+//!   (counted as Spin counts it) with `other`.
+//!
+//! Every call counts into [`RedisCounters`].
 
 use crate::bindings::spin::redis::redis::{
     self as wit, Error as RedisError, HostConnectionWithStore, Payload, RedisParameter, RedisResult,
 };
-use crate::capability::{CapabilityHost, CapabilityView};
+use crate::capability::{CapabilityHost, CapabilityView, InstanceTable, TableSlot};
 use crate::error::HostError;
 use crate::outbound::{AllowedHosts, Denied};
+use crate::sql::{MAX_RESULT_BYTES, too_large_message};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Value};
+use redis::{AsyncCommands, FromRedisValue, Value};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::component::{Accessor, Resource};
@@ -40,20 +58,36 @@ impl RedisCounters {
     }
 }
 
-/// What a `connection` resource holds: a handle on one multiplexed connection.
+/// What a `connection` resource holds: a handle on one multiplexed connection
+/// and its place among the instance's connections.
 ///
 /// Dropping the last handle closes the TCP connection.
 pub struct RedisConnection {
     conn: MultiplexedConnection,
+    _slot: TableSlot,
 }
 
-/// Per-store state of the Redis host.
+/// The Redis host's settings and state for one store (one instance).
 #[derive(Clone)]
 pub struct RedisCtx {
     /// The component's resolved `allowed_outbound_hosts`.
     pub allowed_hosts: Arc<AllowedHosts>,
     /// Host-wide counters.
     pub counters: Arc<RedisCounters>,
+    /// The connections this instance holds.
+    connections: InstanceTable,
+}
+
+impl RedisCtx {
+    /// The component's settings; [`RedisCtx::for_instance`] makes each store's copy.
+    pub fn new(allowed_hosts: Arc<AllowedHosts>, counters: Arc<RedisCounters>) -> RedisCtx {
+        RedisCtx { allowed_hosts, counters, connections: InstanceTable::default() }
+    }
+
+    /// The same settings with a count of connections of its own, for a new instance.
+    pub fn for_instance(&self) -> RedisCtx {
+        RedisCtx { connections: InstanceTable::default(), ..self.clone() }
+    }
 }
 
 /// [`HasData`](wasmtime::component::HasData) marker for the `spin:redis` host.
@@ -78,7 +112,7 @@ impl RedisHost {
     ) -> Result<(MultiplexedConnection, Arc<RedisCounters>), RedisError> {
         let counters = Self::settings(accessor).counters;
         let conn = Self::read(accessor, connection, |held| held.conn.clone())
-            .ok_or_else(|| RedisError::Other("unknown redis connection".to_owned()))?;
+            .ok_or_else(|| RedisError::Other("could not find connection for resource".to_owned()))?;
         Ok((conn, counters))
     }
 
@@ -97,15 +131,18 @@ impl RedisHost {
     }
 }
 
-/// Opens a fresh connection to `address`, after checking it against `allowed_hosts`.
-async fn open_connection(address: &str, allowed_hosts: &AllowedHosts) -> Result<RedisConnection, RedisError> {
-    allowed_hosts.permit(address, "redis").map_err(|denied| match denied {
+/// Opens a fresh connection to `address` for the instance of `ctx`, in Spin's
+/// order: the permission check, the URL, the connection, then the instance's
+/// place for it (so a connection over the cap is made, then dropped).
+async fn open_connection(address: &str, ctx: &RedisCtx) -> Result<RedisConnection, RedisError> {
+    ctx.allowed_hosts.permit(address, "redis").map_err(|denied| match denied {
         Denied::NotAllowed => RedisError::InvalidAddress,
         Denied::CheckFailed(reason) => RedisError::Other(reason),
     })?;
     let client = redis::Client::open(address).map_err(|_| RedisError::InvalidAddress)?;
     let conn = client.get_multiplexed_async_connection().await.map_err(other)?;
-    Ok(RedisConnection { conn })
+    let slot = ctx.connections.reserve().ok_or(RedisError::TooManyConnections)?;
+    Ok(RedisConnection { conn, _slot: slot })
 }
 
 /// Maps a redis client error to `other(<Display text>)`, as Spin does.
@@ -121,7 +158,7 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
     async fn open(accessor: &Accessor<T, Self>, address: String) -> Reply<Resource<RedisConnection>> {
         Self::open_resource(accessor, |ctx| async move {
             ctx.counters.count_open();
-            open_connection(&address, &ctx.allowed_hosts).await
+            open_connection(&address, &ctx).await
         })
         .await
     }
@@ -143,8 +180,12 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         connection: Resource<RedisConnection>,
         key: String,
     ) -> Reply<Option<Payload>> {
-        Self::run(accessor, connection, async move |mut conn| conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other))
-            .await
+        Self::run(accessor, connection, async move |mut conn| {
+            let value = conn.get::<_, Option<Vec<u8>>>(key).await.map_err(other)?;
+            let size = std::mem::size_of::<Option<Vec<u8>>>() + value.as_ref().map_or(0, Vec::len);
+            if size > MAX_RESULT_BYTES { Err(RedisError::Other(too_large_message())) } else { Ok(value) }
+        })
+        .await
     }
 
     async fn set(
@@ -203,8 +244,10 @@ impl<T> HostConnectionWithStore<T> for RedisHost {
         arguments: Vec<RedisParameter>,
     ) -> Reply<Vec<RedisResult>> {
         Self::run(accessor, connection, async move |mut conn| {
-            let reply: Value = build_command(&command, arguments).query_async(&mut conn).await.map_err(other)?;
-            flatten_reply(reply).map_err(RedisError::Other)
+            let RedisResults(results) =
+                build_command(&command, arguments).query_async(&mut conn).await.map_err(other)?;
+            let size = std::mem::size_of::<Vec<RedisResult>>() + results.iter().map(memory_size).sum::<usize>();
+            if size > MAX_RESULT_BYTES { Err(RedisError::Other(too_large_message())) } else { Ok(results) }
         })
         .await
     }
@@ -227,54 +270,80 @@ fn build_command(command: &str, arguments: Vec<RedisParameter>) -> redis::Cmd {
     cmd
 }
 
-/// Flattens a reply depth-first into `execute`'s result list.
+/// `execute`'s result list, converted from a reply as Spin 4.1 converts it
+/// (its `RedisResults`).
 ///
-/// Arrays, sets and maps (key then value) are flattened; an error nested in
-/// the reply fails the whole call.
-pub fn flatten_reply(reply: Value) -> Result<Vec<RedisResult>, String> {
-    let mut out = Vec::new();
-    flatten_into(reply, &mut out)?;
-    Ok(out)
+/// Arrays and sets are flattened depth-first; a double and a big number
+/// become their text, a boolean the integer 1 or 0. A map, an attribute, a
+/// push reply and a verbatim string fail the call with `other` naming the
+/// type. An error nested in the reply fails the call with the text of that
+/// error: redis-rs takes nested errors out before the conversion runs.
+pub struct RedisResults(pub Vec<RedisResult>);
+
+impl FromRedisValue for RedisResults {
+    fn from_redis_value(value: &Value) -> redis::RedisResult<RedisResults> {
+        let mut results = Vec::new();
+        append(&mut results, value)?;
+        Ok(RedisResults(results))
+    }
 }
 
-fn flatten_into(value: Value, out: &mut Vec<RedisResult>) -> Result<(), String> {
+/// The error Spin gives for a reply type it does not convert.
+fn unsupported(what: &str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::TypeError, "Could not convert Redis response", what.to_owned()))
+}
+
+fn append(results: &mut Vec<RedisResult>, value: &Value) -> redis::RedisResult<()> {
     match value {
-        Value::Nil => out.push(RedisResult::Nil),
-        Value::Int(n) => out.push(RedisResult::Int64(n)),
-        Value::BulkString(bytes) => out.push(RedisResult::Binary(bytes)),
-        Value::SimpleString(status) => out.push(RedisResult::Status(status)),
-        Value::Okay => out.push(RedisResult::Status("OK".to_owned())),
+        Value::Nil => results.push(RedisResult::Nil),
+        Value::Int(n) => results.push(RedisResult::Int64(*n)),
+        Value::BulkString(bytes) => results.push(RedisResult::Binary(bytes.clone())),
+        Value::SimpleString(status) => results.push(RedisResult::Status(status.clone())),
+        Value::Okay => results.push(RedisResult::Status("OK".to_owned())),
+        Value::Map(_) => return Err(unsupported("Redis Map type is not supported")),
+        Value::Attribute { .. } => return Err(unsupported("Redis Attribute type is not supported")),
         Value::Array(items) | Value::Set(items) => {
             for item in items {
-                flatten_into(item, out)?;
+                append(results, item)?;
             }
         }
-        Value::Map(pairs) => {
-            for (key, value) in pairs {
-                flatten_into(key, out)?;
-                flatten_into(value, out)?;
-            }
+        Value::Double(n) => results.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::VerbatimString { .. } => {
+            return Err(unsupported("Redis string with format attribute is not supported"));
         }
-        Value::Attribute { data, .. } => flatten_into(*data, out)?,
-        Value::Push { data, .. } => {
-            for item in data {
-                flatten_into(item, out)?;
-            }
-        }
-        Value::Double(n) => out.push(RedisResult::Binary(n.to_string().into_bytes())),
-        Value::Boolean(b) => out.push(RedisResult::Binary(b.to_string().into_bytes())),
-        Value::VerbatimString { text, .. } => out.push(RedisResult::Binary(text.into_bytes())),
-        Value::BigNumber(n) => out.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::Boolean(b) => results.push(RedisResult::Int64(i64::from(*b))),
+        Value::BigNumber(n) => results.push(RedisResult::Binary(n.to_string().into_bytes())),
+        Value::Push { .. } => return Err(unsupported("Redis Pub/Sub types are not supported")),
+        // Unreached through `query_async`, which fails on a nested error
+        // first; kept as Spin words it.
         Value::ServerError(error) => {
-            return Err(redis::RedisError::from(error).to_string());
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::ResponseError,
+                "Server error",
+                format!("{error:?}"),
+            )));
         }
     }
     Ok(())
 }
 
+/// What one result counts towards [`MAX_RESULT_BYTES`], as Spin counts it.
+fn memory_size(value: &RedisResult) -> usize {
+    let payload = match value {
+        RedisResult::Nil | RedisResult::Int64(_) => 0,
+        RedisResult::Binary(bytes) => bytes.len(),
+        RedisResult::Status(text) => text.len(),
+    };
+    std::mem::size_of::<RedisResult>() + payload
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capability::INSTANCE_TABLE_CAPACITY;
+    use crate::test_tls::SelfSigned;
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
 
     fn bulk(text: &str) -> Value {
         Value::BulkString(text.as_bytes().to_vec())
@@ -284,66 +353,93 @@ mod tests {
         RedisResult::Binary(text.as_bytes().to_vec())
     }
 
-    fn flat(value: Value) -> Vec<RedisResult> {
-        flatten_reply(value).unwrap()
+    /// `reply` converted as `execute` converts it: `query_async` takes nested
+    /// errors out first, then [`RedisResults`] converts; an error is the text
+    /// the guest gets in `other`.
+    fn convert(reply: Value) -> Result<Vec<RedisResult>, String> {
+        reply
+            .extract_error()
+            .and_then(redis::from_owned_redis_value::<RedisResults>)
+            .map(|RedisResults(results)| results)
+            .map_err(|error| error.to_string())
+    }
+
+    fn wire(bytes: &[u8]) -> Value {
+        redis::parse_redis_value(bytes).unwrap()
     }
 
     fn same(a: &[RedisResult], b: &[RedisResult]) -> bool {
         format!("{a:?}") == format!("{b:?}")
     }
 
-    #[test]
-    fn scalars() {
-        assert!(same(&flat(Value::Nil), &[RedisResult::Nil]));
-        assert!(same(&flat(Value::Int(-3)), &[RedisResult::Int64(-3)]));
-        assert!(same(&flat(bulk("x")), &[binary("x")]));
-        assert!(same(&flat(Value::Okay), &[RedisResult::Status("OK".into())]));
-        assert!(same(&flat(Value::SimpleString("PONG".into())), &[RedisResult::Status("PONG".into())]));
+    fn converts_to(reply: Value, expected: &[RedisResult]) {
+        let results = convert(reply).unwrap();
+        assert!(same(&results, expected), "{results:?} is not {expected:?}");
     }
 
     #[test]
-    fn nested_arrays_flatten_depth_first() {
+    fn scalars() {
+        converts_to(Value::Nil, &[RedisResult::Nil]);
+        converts_to(Value::Int(-3), &[RedisResult::Int64(-3)]);
+        converts_to(bulk("x"), &[binary("x")]);
+        converts_to(Value::Okay, &[RedisResult::Status("OK".into())]);
+        converts_to(Value::SimpleString("PONG".into()), &[RedisResult::Status("PONG".into())]);
+    }
+
+    #[test]
+    fn nested_arrays_and_sets_flatten_depth_first() {
         let reply = Value::Array(vec![
             bulk("a"),
-            Value::Array(vec![Value::Int(1), Value::Array(vec![Value::Nil, bulk("b")])]),
+            Value::Array(vec![Value::Int(1), Value::Set(vec![Value::Nil, bulk("b")])]),
             Value::Int(2),
         ]);
         let expected = [binary("a"), RedisResult::Int64(1), RedisResult::Nil, binary("b"), RedisResult::Int64(2)];
-        assert!(same(&flat(reply), &expected));
+        converts_to(reply, &expected);
+        converts_to(Value::Array(vec![]), &[]);
+        converts_to(wire(b"~2\r\n:1\r\n_\r\n"), &[RedisResult::Int64(1), RedisResult::Nil]);
     }
 
     #[test]
-    fn empty_array_is_empty_list() {
-        assert!(flat(Value::Array(vec![])).is_empty());
+    fn resp3_scalars_convert_as_in_spin() {
+        converts_to(wire(b",1.5\r\n"), &[binary("1.5")]);
+        converts_to(wire(b"#t\r\n"), &[RedisResult::Int64(1)]);
+        converts_to(wire(b"#f\r\n"), &[RedisResult::Int64(0)]);
+        let big = "3492890328409238509324850943850943825024385";
+        converts_to(wire(format!("({big}\r\n").as_bytes()), &[binary(big)]);
     }
 
     #[test]
-    fn sets_and_maps_flatten() {
-        let reply = Value::Map(vec![(bulk("k1"), Value::Int(1)), (bulk("k2"), Value::Set(vec![bulk("m")]))]);
-        let expected = [binary("k1"), RedisResult::Int64(1), binary("k2"), binary("m")];
-        assert!(same(&flat(reply), &expected));
+    fn maps_attributes_push_replies_and_verbatim_strings_are_refused() {
+        let refusal = |reply: Value| convert(reply).unwrap_err();
+        assert_eq!(
+            refusal(wire(b"%1\r\n$1\r\nk\r\n:1\r\n")),
+            "Could not convert Redis response - TypeError: Redis Map type is not supported"
+        );
+        assert_eq!(
+            refusal(wire(b"=15\r\ntxt:Some string\r\n")),
+            "Could not convert Redis response - TypeError: Redis string with format attribute is not supported"
+        );
+        assert_eq!(
+            refusal(Value::Attribute { data: Box::new(Value::Int(1)), attributes: vec![] }),
+            "Could not convert Redis response - TypeError: Redis Attribute type is not supported"
+        );
+        assert_eq!(
+            refusal(Value::Push { kind: redis::PushKind::Message, data: vec![] }),
+            "Could not convert Redis response - TypeError: Redis Pub/Sub types are not supported"
+        );
+        // Inside an array too: the whole call fails.
+        assert!(refusal(Value::Array(vec![Value::Int(1), wire(b"%0\r\n")])).contains("Map type"));
     }
 
     #[test]
-    fn other_types_become_their_text() {
-        assert!(same(&flat(Value::Double(1.5)), &[binary("1.5")]));
-        assert!(same(&flat(Value::Boolean(true)), &[binary("true")]));
-        let verbatim = Value::VerbatimString { format: redis::VerbatimFormat::Text, text: "hi".into() };
-        assert!(same(&flat(verbatim), &[binary("hi")]));
-    }
-
-    #[test]
-    fn nested_server_errors_fail_the_call() {
-        let reply = redis::parse_redis_value(b"*2\r\n:1\r\n-NOSCRIPT No matching script\r\n").unwrap();
-        let text = flatten_reply(reply).unwrap_err();
+    fn nested_server_errors_fail_the_call_with_their_text() {
+        let error = wire(b"-NOSCRIPT No matching script\r\n");
+        let Value::ServerError(server_error) = error.clone() else { panic!("not a server error") };
+        let text = redis::RedisError::from(server_error).to_string();
         assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
-    }
-
-    #[test]
-    fn resp3_wire_replies_flatten() {
-        let reply = redis::parse_redis_value(b"%1\r\n$1\r\nk\r\n~2\r\n:1\r\n_\r\n").unwrap();
-        let expected = [binary("k"), RedisResult::Int64(1), RedisResult::Nil];
-        assert!(same(&flat(reply), &expected));
+        assert_eq!(convert(Value::Array(vec![Value::Int(1), error.clone()])).unwrap_err(), text);
+        // Taken out before the conversion, so a map holding one fails with the error's text.
+        assert_eq!(convert(Value::Map(vec![(bulk("k"), error)])).unwrap_err(), text);
     }
 
     #[test]
@@ -355,6 +451,15 @@ mod tests {
         ));
         let RedisError::Other(text) = other(error) else { panic!("not other") };
         assert!(text.contains("NoScript") || text.contains("NOSCRIPT"), "{text}");
+    }
+
+    #[test]
+    fn results_are_sized_as_in_spin() {
+        let each = std::mem::size_of::<RedisResult>();
+        assert_eq!(memory_size(&RedisResult::Nil), each);
+        assert_eq!(memory_size(&RedisResult::Int64(7)), each);
+        assert_eq!(memory_size(&binary("abc")), each + 3);
+        assert_eq!(memory_size(&RedisResult::Status("OK".into())), each + 2);
     }
 
     #[test]
@@ -371,5 +476,151 @@ mod tests {
         counters.count_command();
         counters.count_command();
         assert_eq!(counters.snapshot(), (1, 2));
+    }
+
+    #[test]
+    fn an_instance_holds_at_most_1024_connections() {
+        let ctx = RedisCtx::new(Arc::default(), Arc::default()).for_instance();
+        let mut held: Vec<_> = (0..INSTANCE_TABLE_CAPACITY).map(|_| ctx.connections.reserve().unwrap()).collect();
+        assert!(ctx.connections.reserve().is_none(), "the 1025th");
+        let other_instance = ctx.for_instance();
+        assert!(other_instance.connections.reserve().is_some(), "the cap is per instance");
+        held.pop();
+        assert!(ctx.connections.reserve().is_some(), "a place is free again after a drop");
+        drop(held);
+        assert_eq!(ctx.connections.held(), 0);
+    }
+
+    #[test]
+    fn urls_carry_user_password_database_and_tls() {
+        let info =
+            redis::Client::open("redis://alice:p%40ss@db.example.com:6380/3").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&info.addr, redis::ConnectionAddr::Tcp(host, 6380) if host == "db.example.com"),
+            "{:?}",
+            info.addr
+        );
+        assert_eq!(info.redis.db, 3);
+        assert_eq!(info.redis.username.as_deref(), Some("alice"));
+        assert_eq!(info.redis.password.as_deref(), Some("p@ss"));
+        let info = redis::Client::open("redis://:secret@127.0.0.1").unwrap().get_connection_info().clone();
+        assert_eq!((info.redis.username, info.redis.password.as_deref()), (None, Some("secret")));
+        let tls = redis::Client::open("rediss://cache.example.com:6380").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&tls.addr, redis::ConnectionAddr::TcpTls { host, port: 6380, insecure: false, .. } if host == "cache.example.com"),
+            "{:?}",
+            tls.addr
+        );
+        // redis-rs's default port is 6379 for `rediss` too.
+        let tls = redis::Client::open("rediss://cache.example.com/#insecure").unwrap().get_connection_info().clone();
+        assert!(
+            matches!(&tls.addr, redis::ConnectionAddr::TcpTls { port: 6379, insecure: true, .. }),
+            "{:?}",
+            tls.addr
+        );
+    }
+
+    /// A redis-server of the test's own: plain on `port`, TLS on `tls_port`
+    /// with a self-signed certificate for 127.0.0.1 that `openssl` makes, and
+    /// an ACL user `alice` (password `wonderland`); killed on drop.
+    struct TestRedis {
+        child: Child,
+        _certificate: SelfSigned,
+        port: u16,
+        tls_port: u16,
+    }
+
+    impl TestRedis {
+        /// The server, or `None` (the test is skipped) without `openssl` or `redis-server`.
+        fn start(name: &str) -> Option<TestRedis> {
+            let certificate = SelfSigned::make(name, "IP:127.0.0.1")?;
+            let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let (port, tls_port) = (free_port(), free_port());
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--tls-port", &tls_port.to_string(), "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem"])
+                .args(["--tls-auth-clients", "no", "--user", "alice", "on", ">wonderland", "~*", "&*", "+@all"])
+                .current_dir(certificate.dir())
+                .stdout(Stdio::null())
+                .spawn();
+            let Ok(child) = child else {
+                eprintln!("skipping: no redis-server");
+                return None;
+            };
+            let server = TestRedis { child, _certificate: certificate, port, tls_port };
+            for _ in 0..500 {
+                let ready = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                    .and_then(|client| client.get_connection())
+                    .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
+                if ready.is_ok() {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("redis-server did not start on port {port}");
+        }
+
+        /// Settings of a component allowed `entries`.
+        fn ctx(entries: &[&str]) -> RedisCtx {
+            RedisCtx::new(Arc::new(AllowedHosts::parse("c", entries).unwrap()), Arc::default()).for_instance()
+        }
+    }
+
+    impl Drop for TestRedis {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    async fn set_then_get(connection: &RedisConnection, key: &str) -> Option<Vec<u8>> {
+        let mut conn = connection.conn.clone();
+        conn.set::<_, _, ()>(key, b"v".as_slice()).await.unwrap();
+        conn.get::<_, Option<Vec<u8>>>(key).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn rediss_connects_over_tls_and_verifies_the_certificate() {
+        let Some(server) = TestRedis::start("rediss") else {
+            return;
+        };
+        let address = format!("rediss://127.0.0.1:{}", server.tls_port);
+        let ctx = TestRedis::ctx(&[&address]);
+        // The self-signed certificate is not among the system's trusted roots.
+        let Err(RedisError::Other(text)) = open_connection(&address, &ctx).await else {
+            panic!("a self-signed certificate was accepted");
+        };
+        assert!(text.contains("certificate verify failed"), "{text}");
+        // redis-rs's `#insecure` skips the checks; the connection is TLS (the port speaks nothing else).
+        let insecure = open_connection(&format!("{address}/#insecure"), &ctx).await.unwrap();
+        assert_eq!(set_then_get(&insecure, "tls-key").await.as_deref(), Some(b"v".as_slice()));
+        // The permission names the scheme: a `redis://` entry does not allow `rediss://`.
+        let plain_only = TestRedis::ctx(&[&format!("redis://127.0.0.1:{}", server.tls_port)]);
+        assert!(matches!(open_connection(&address, &plain_only).await, Err(RedisError::InvalidAddress)));
+    }
+
+    #[tokio::test]
+    async fn user_password_and_database_in_the_address() {
+        let Some(server) = TestRedis::start("redis-acl") else {
+            return;
+        };
+        let ctx = TestRedis::ctx(&[&format!("redis://127.0.0.1:{}", server.port)]);
+        let alice =
+            open_connection(&format!("redis://alice:wonderland@127.0.0.1:{}/2", server.port), &ctx).await.unwrap();
+        assert_eq!(set_then_get(&alice, "acl-key").await.as_deref(), Some(b"v".as_slice()));
+        let database_two = open_connection(&format!("redis://127.0.0.1:{}/2", server.port), &ctx).await.unwrap();
+        let database_zero = open_connection(&format!("redis://127.0.0.1:{}", server.port), &ctx).await.unwrap();
+        let read = |connection: &RedisConnection| {
+            let mut conn = connection.conn.clone();
+            async move { conn.get::<_, Option<Vec<u8>>>("acl-key").await.unwrap() }
+        };
+        assert_eq!(read(&database_two).await.as_deref(), Some(b"v".as_slice()));
+        assert_eq!(read(&database_zero).await, None);
+        let wrong = open_connection(&format!("redis://alice:rabbit@127.0.0.1:{}/2", server.port), &ctx).await;
+        assert!(
+            matches!(&wrong, Err(RedisError::Other(text)) if text.contains("AuthenticationFailed")),
+            "{:?}",
+            wrong.err()
+        );
     }
 }

@@ -34,7 +34,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accept(&listener) => match accepted {
                 Ok((stream, client)) => {
                     connections.spawn(serve_connection(stream, client, app.clone()));
                 }
@@ -45,6 +45,13 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         }
     }
     connections.shutdown().await;
+}
+
+/// Takes the next connection. TCP_NODELAY stays off on it (Nagle's algorithm
+/// on), as Spin's HTTP trigger and hyper leave it, so that timings measured
+/// here are what Spin's users get.
+async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    listener.accept().await
 }
 
 /// Serves one keep-alive HTTP/1.1 connection.
@@ -134,9 +141,11 @@ fn prepare_request(
         .path_and_query(path_and_query)
         .build()
         .context("cannot build the request URI")?;
+    // As in Spin, a header whose name or value cannot be a header is left out.
     for (name, value) in spin_headers(route, &full_url, client) {
-        let value = HeaderValue::from_str(&value).with_context(|| format!("invalid value for {name}"))?;
-        parts.headers.append(HeaderName::from_static(name), value);
+        if let (Ok(name), Ok(value)) = (name.parse::<HeaderName>(), HeaderValue::from_bytes(value.as_bytes())) {
+            parts.headers.append(name, value);
+        }
     }
     let body = body.map_err(wasmtime_wasi_http::Error::from).boxed_unsync();
     Ok(Request::from_parts(parts, body))
@@ -161,17 +170,28 @@ fn request_authority(uri: &Uri, headers: &http::HeaderMap) -> Result<Authority> 
     }
 }
 
-/// Spin's informational request headers for a matched route.
-fn spin_headers(route: &RouteMatch<'_>, full_url: &str, client: SocketAddr) -> Vec<(&'static str, String)> {
-    vec![
+/// Spin's informational request headers for a matched route, in Spin's
+/// order: then one `spin-path-match-<name>` per `:name` segment of the route
+/// (Spin's `SPIN_PATH_MATCH_<NAME>`, upper-cased, then lower-cased with `_`
+/// as `-`).
+fn spin_headers(route: &RouteMatch<'_>, full_url: &str, client: SocketAddr) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = [
         ("spin-path-info", route.path_info.clone()),
         ("spin-full-url", full_url.to_owned()),
-        ("spin-matched-route", route.route.based()),
+        ("spin-matched-route", route.route.based().to_owned()),
         ("spin-base-path", "/".to_owned()),
         ("spin-raw-component-route", route.route.raw.clone()),
         ("spin-component-route", route.route.raw_or_prefix().to_owned()),
         ("spin-client-addr", client.to_string()),
     ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    for (name, value) in &route.named {
+        let key = format!("SPIN_PATH_MATCH_{}", name.to_ascii_uppercase());
+        headers.push((key.replace('_', "-").to_ascii_lowercase(), value.clone()));
+    }
+    headers
 }
 
 /// A response with only a status (Spin's plain 404 and 500).
@@ -214,6 +234,26 @@ mod tests {
     }
 
     #[test]
+    fn spin_headers_for_named_segments() {
+        // Spin's own case (`test_default_headers_with_named_wildcards`).
+        let router = router(&[("/foo/:userid/...", "c")]);
+        let m = router.route("/foo/42/bar").unwrap();
+        let headers: HashMap<_, _> =
+            spin_headers(&m, "https://fermyon.dev/foo/42/bar", "127.0.0.1:8777".parse().unwrap()).into_iter().collect();
+        assert_eq!(headers["spin-path-info"], "/bar");
+        assert_eq!(headers["spin-matched-route"], "/foo/:userid/...");
+        assert_eq!(headers["spin-raw-component-route"], "/foo/:userid/...");
+        assert_eq!(headers["spin-component-route"], "/foo/:userid");
+        assert_eq!(headers["spin-path-match-userid"], "42");
+        let router = self::router(&[("/base/:path_segment/:path_end/...", "c")]);
+        let m = router.route("/base/path/end/rest").unwrap();
+        let headers: HashMap<_, _> =
+            spin_headers(&m, "http://h/base/path/end/rest", "127.0.0.1:1".parse().unwrap()).into_iter().collect();
+        assert_eq!(headers["spin-path-match-path-segment"], "path");
+        assert_eq!(headers["spin-path-match-path-end"], "end");
+    }
+
+    #[test]
     fn spin_headers_for_an_exact_route() {
         let router = router(&[("/v1/touch", "touch")]);
         let m = router.route("/v1/touch").unwrap();
@@ -222,6 +262,15 @@ mod tests {
         assert_eq!(headers["spin-path-info"], "");
         assert_eq!(headers["spin-matched-route"], "/v1/touch");
         assert_eq!(headers["spin-component-route"], "/v1/touch");
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_keep_nagle_on() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (accepted, from) = accept(&listener).await.unwrap();
+        assert_eq!(from, client.local_addr().unwrap());
+        assert!(!accepted.nodelay().unwrap(), "TCP_NODELAY is set on an accepted connection");
     }
 
     #[test]

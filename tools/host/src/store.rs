@@ -19,7 +19,10 @@ pub struct ComponentContext {
     pub id: String,
     /// The component's resolved variables.
     pub variables: Arc<ComponentVariables>,
-    /// The component's Redis permissions and the host's counters.
+    /// The manifest's `environment` table: the WASI environment of every instance, as in Spin.
+    pub environment: Arc<Vec<(String, String)>>,
+    /// The component's Redis permissions and the host's counters (each
+    /// store takes its own copy, with its own count of held connections).
     pub redis: RedisCtx,
     /// The component's MySQL permissions.
     pub mysql: MysqlCtx,
@@ -46,13 +49,13 @@ impl StoreState {
     pub fn new(component: &ComponentContext) -> StoreState {
         StoreState {
             table: ResourceTable::new(),
-            wasi: WasiCtxBuilder::new().inherit_stdout().inherit_stderr().build(),
+            wasi: WasiCtxBuilder::new().envs(&component.environment).inherit_stdout().inherit_stderr().build(),
             http: WasiHttpCtx::new(),
             hooks: DenyOutboundHttp,
             variables: component.variables.clone(),
-            redis: component.redis.clone(),
-            mysql: component.mysql.clone(),
-            postgres: component.postgres.clone(),
+            redis: component.redis.for_instance(),
+            mysql: component.mysql.for_instance(),
+            postgres: component.postgres.for_instance(),
         }
     }
 }

@@ -20,14 +20,17 @@ pub const ENV_PREFIX: &str = "SPIN_VARIABLE_";
 /// Checks Spin's rules for a variable name; `Err` holds the reason.
 ///
 /// Names are non-empty, use lowercase ASCII letters, digits and underscores,
-/// start with a letter, do not end with an underscore and have no `__`.
+/// start with a letter, do not end with an underscore and have no `__`. The
+/// checks run in Spin's order and the reasons are Spin's own words
+/// (`spin-expressions`' `Key::validate`), as a guest sees them in
+/// `invalid-name` errors.
 pub fn validate_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
     if let Some(bad) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_')) {
         return Err(format!(
-            "invalid character {bad:?}; variable names may contain only lowercase letters, digits and underscores"
+            "invalid character {bad:?}. Variable names may contain only lower-case letters, numbers, and underscores."
         ));
     }
     if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
@@ -37,7 +40,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
         return Err("must end with a lowercase ASCII letter or digit".into());
     }
     if name.contains("__") {
-        return Err("must not contain consecutive underscores".into());
+        return Err("must not contain multiple consecutive underscores".into());
     }
     Ok(())
 }
@@ -261,6 +264,22 @@ mod tests {
         for name in ["", "aX", "1bc", "_x", "x.y", "x_", "a__b", "x-y", "Redis_url", "a b"] {
             assert!(validate_name(name).is_err(), "{name}");
         }
+    }
+
+    #[test]
+    fn invalid_name_reasons_are_spins_words() {
+        let reason = |name: &str| validate_name(name).unwrap_err();
+        assert_eq!(reason(""), "must not be empty");
+        assert_eq!(
+            reason("a-b"),
+            "invalid character '-'. Variable names may contain only lower-case letters, numbers, and underscores."
+        );
+        assert_eq!(reason("4a"), "must start with a lowercase ASCII letter");
+        assert_eq!(reason("a_"), "must end with a lowercase ASCII letter or digit");
+        assert_eq!(reason("a__b"), "must not contain multiple consecutive underscores");
+        let vars = ComponentVariables::default();
+        let Err(VariableError::InvalidName(text)) = vars.lookup("a__b") else { panic!("not invalid-name") };
+        assert_eq!(text, "\"a__b\": must not contain multiple consecutive underscores");
     }
 
     #[test]

@@ -210,9 +210,12 @@ async fn error_variants(connection: &Connection) -> Checked {
 }
 
 /// Replies only RESP3 has, as Spin's `execute` converts them: a double
-/// (`ZSCORE`) becomes its text; a map (`HGETALL`) and a verbatim string
-/// (`INFO`) fail with `other` naming the type. Every check runs; the failure
-/// lists each one that did not hold.
+/// (`ZSCORE`) and a big number become their text, a boolean the integer 1 or
+/// 0; a map (`HGETALL`) and a verbatim string (`INFO`) fail with `other`
+/// naming the type. The booleans and the big number come from Lua scripts
+/// that ask for RESP3 (`redis.setresp(3)`). Beside them, an error inside a
+/// reply fails the call with that error's text. Every check runs; the
+/// failure lists each one that did not hold.
 async fn resp3(address: &str) -> Checked {
     let connection = open(&format!("{address}/?protocol=resp3")).await?;
     ok("del", connection.del(["spin-example-hash", "spin-example-zset"]).await)?;
@@ -235,6 +238,22 @@ async fn resp3(address: &str) -> Checked {
             "execute info (a verbatim string) returned {shown:?} (number of results), \
              not other(..Redis string with format attribute is not supported)"
         ));
+    }
+    let booleans =
+        connection.execute("eval", [binary(b"redis.setresp(3); return {1, {false, true}}"), binary(b"0")]).await;
+    if !matches!(booleans.as_deref(), Ok([RedisResult::Int64(1), RedisResult::Int64(0), RedisResult::Int64(1)])) {
+        wrong.push(format!("execute eval (booleans) returned {booleans:?}, not [Int64(1), Int64(0), Int64(1)]"));
+    }
+    let big = "123456789012345678901234567890";
+    let script = format!("redis.setresp(3); return {{big_number='{big}'}}");
+    let big_number = connection.execute("eval", [binary(script.as_bytes()), binary(b"0")]).await;
+    if !matches!(big_number.as_deref(), Ok([RedisResult::Binary(text)]) if text == big.as_bytes()) {
+        wrong.push(format!("execute eval (a big number) returned {big_number:?}, not [Binary({big:?})]"));
+    }
+    let nested =
+        connection.execute("eval", [binary(b"return {1, {2, redis.error_reply('MYERR boom')}}"), binary(b"0")]).await;
+    if !matches!(&nested, Err(Error::Other(text)) if text == "MYERR: boom") {
+        wrong.push(format!("execute eval (an error inside a reply) returned {nested:?}, not other(\"MYERR: boom\")"));
     }
     ok("del", connection.del(["spin-example-hash", "spin-example-zset"]).await)?;
     if wrong.is_empty() { Ok(()) } else { Err(wrong.join("\n")) }
