@@ -177,8 +177,8 @@ async fn a_body_of_exactly_64_kib_is_read_and_one_byte_more_is_413() {
     assert_eq!((answer.status, &answer.body["read_seq"]), (200, &json!(2)), "65536 bytes: {:?}", answer.body);
 }
 
-/// One HTTP/1.1 exchange on a fresh connection: status and body of the answer.
-fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, Option<usize>, Vec<u8>) {
+/// One HTTP/1.1 exchange on a fresh connection: status, head and body of the answer.
+fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     // The server may answer (and stop reading) before all is sent.
@@ -203,7 +203,7 @@ fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, Option<usize>, 
     }
     let end = received.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
     let status = String::from_utf8_lossy(&received[9..12]).parse().unwrap();
-    (status, content_length(&received[..end]), received[end + 4..].to_vec())
+    (status, String::from_utf8_lossy(&received[..end]).into_owned(), received[end + 4..].to_vec())
 }
 
 fn content_length(head: &[u8]) -> Option<usize> {
@@ -214,10 +214,18 @@ fn content_length(head: &[u8]) -> Option<usize> {
 
 async fn raw(app: &App, head: String, body: Vec<u8>) -> crate::support::Answer {
     let address = app.address();
-    let (status, content_length, bytes) =
+    let (status, head, bytes) =
         tokio::task::spawn_blocking(move || raw_exchange(&address, &head, &body)).await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    crate::support::Answer { status, content_length, length: bytes.len(), body }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(text.clone()));
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
+    let content_length = content_length(head.as_bytes());
+    crate::support::Answer { status, content_length, length: bytes.len(), body, headers, text }
 }
 
 #[tokio::test]

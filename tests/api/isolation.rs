@@ -458,12 +458,7 @@ async fn raw_authorization(app: &App, method: &str, path: &str, value: &str, bod
     if let Some(body) = body {
         request = request.header("content-type", "application/json").body(body);
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-    let bytes = response.bytes().await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    Answer { status, content_length, length: bytes.len(), body }
+    Answer::read(request.send().await.unwrap()).await
 }
 
 #[tokio::test]

@@ -134,6 +134,32 @@ pub struct Answer {
     /// How many body bytes arrived.
     pub length: usize,
     pub body: Value,
+    /// Every header, names lowercase, values as text (lossy).
+    pub headers: Vec<(String, String)>,
+    /// The body as it arrived, as text (lossy).
+    pub text: String,
+}
+
+impl Answer {
+    /// The value of header `name` (lowercase), if any.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Reads a reqwest response into an answer.
+    pub async fn read(response: reqwest::Response) -> Answer {
+        let status = response.status().as_u16();
+        let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let bytes = response.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(text.clone()));
+        Answer { status, content_length, length: bytes.len(), body, headers, text }
+    }
 }
 
 impl App {
@@ -249,21 +275,30 @@ impl App {
 
     /// Any request with a raw body.
     pub async fn send_bytes(&self, method: &str, path: &str, token: Option<String>, body: Option<Vec<u8>>) -> Answer {
+        self.send_with_headers(method, path, token, body, &[]).await
+    }
+
+    /// Any request with a raw body and extra headers.
+    pub async fn send_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<String>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut request = self.http.request(method, format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(body) = body {
             request = request.header("content-type", "application/json").body(body);
         }
-        let response = request.send().await.expect("the host answers");
-        let status = response.status().as_u16();
-        let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-        let bytes = response.bytes().await.unwrap();
-        let body =
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-        Answer { status, content_length, length: bytes.len(), body }
+        Answer::read(request.send().await.expect("the host answers")).await
     }
 }
 
@@ -421,8 +456,9 @@ pub fn assert_key_space_unchanged(before: &KeySpace, after: &KeySpace, what: &st
     panic!("{what} changed Redis: added {added:?}, removed {removed:?}, changed {changed:#?}");
 }
 
-/// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty}}`,
-/// and a `Content-Length` equal to the body's length.
+/// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty,
+/// "request_id": the x-request-id header}}`, and a `Content-Length` equal to
+/// the body's length.
 pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
     assert_eq!(
         (answer.status, answer.body["error"]["code"].as_str()),
@@ -437,6 +473,9 @@ pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
     );
     assert_eq!(answer.body.as_object().map(|o| o.len()), Some(1), "{what}: only `error` at the top: {:?}", answer.body);
     assert_eq!(answer.content_length, Some(answer.length), "{what}: Content-Length must match the body");
+    let id = answer.header("x-request-id");
+    assert!(id.is_some_and(|id| !id.is_empty()), "{what}: no x-request-id header");
+    assert_eq!(answer.body["error"]["request_id"].as_str(), id, "{what}: the body names another request id");
 }
 
 impl App {

@@ -26,7 +26,7 @@ struct Clear {
 
 #[http_service]
 async fn clear_category(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("clear-category", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -20,7 +20,7 @@ struct Delete {
 
 #[http_service]
 async fn delete_conversation(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("delete-conversation", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

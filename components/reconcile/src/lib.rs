@@ -22,7 +22,7 @@ struct Reconcile {
 
 #[http_service]
 async fn reconcile(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("reconcile", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -29,7 +29,9 @@ struct Claims {
 pub async fn app_principal(request: &Request) -> Result<Principal, Problem> {
     let token = bearer(request)?;
     let secret = variable("jwt_secret").await?;
-    verify_jwt(token, secret.as_bytes(), now_seconds()).map_err(Problem::unauthorized)
+    let who = verify_jwt(token, secret.as_bytes(), now_seconds()).map_err(Problem::unauthorized)?;
+    crate::serve::note_tenant(&who.tenant);
+    Ok(who)
 }
 
 /// Accepts a service call whose bearer token is `service_token`.
