@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Answer, App, SERVICE_TOKEN, jwt, message, signed_jwt};
+use crate::support::{ADMIN_TOKEN, Answer, App, SERVICE_TOKEN, jwt, message, signed_jwt};
 
 fn assert_error(answer: &Answer, status: u16, code: &str) {
     assert_eq!(answer.status, status, "{:?}", answer.body);
@@ -199,7 +199,7 @@ async fn callers_must_authenticate() {
         }
     }
     let touch = message("acme", "c1", 1, 1_000, "u1", &["u1"]).to_string();
-    for token in [None, Some("wrong".to_string()), Some(jwt("acme", "u1"))] {
+    for token in [None, Some("wrong".to_string()), Some(jwt("acme", "u1")), Some(ADMIN_TOKEN.to_string())] {
         assert_error(&app.send("POST", "/v1/touch", token, Some(touch.clone())).await, 401, "unauthorized");
     }
     assert!(app.redis.keys().is_empty());

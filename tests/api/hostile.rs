@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message};
+use crate::support::{
+    ADMIN_TOKEN, App, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message,
+};
 
 const T: &str = "acme";
 
@@ -18,6 +20,7 @@ const T: &str = "acme";
 enum Caller {
     App,
     Service,
+    Admin,
 }
 
 /// A body route and one valid body for it (aimed at the seeded state).
@@ -38,6 +41,7 @@ impl Route {
         match self.caller {
             Caller::App => jwt(T, "u2"),
             Caller::Service => SERVICE_TOKEN.to_string(),
+            Caller::Admin => ADMIN_TOKEN.to_string(),
         }
     }
 
@@ -48,16 +52,16 @@ impl Route {
 
 /// Every route that takes a JSON body, old and new (issue 4), with a valid body.
 fn body_routes() -> Vec<Route> {
-    use Caller::{App as A, Service as S};
+    use Caller::{Admin as O, App as A, Service as S};
     vec![
         Route::new("touch", "/v1/touch", S, message(T, "c1", 4, 4_000, "u1", &["u1", "u2"])),
         Route::new("mark-read", "/v1/mark-read", A, json!({"conversation": "c1", "seq": 2})),
-        Route::new("reconcile users", "/v1/admin/reconcile", S, json!({"tenant": T, "users": ["u1", "u2"]})),
-        Route::new("reconcile walk", "/v1/admin/reconcile", S, json!({"tenant": T, "cursor": "u1"})),
+        Route::new("reconcile users", "/v1/admin/reconcile", O, json!({"tenant": T, "users": ["u1", "u2"]})),
+        Route::new("reconcile walk", "/v1/admin/reconcile", O, json!({"tenant": T, "cursor": "u1"})),
         Route::new(
             "delete-conversation",
             "/v1/admin/conversations/c1/delete",
-            S,
+            O,
             json!({"tenant": T, "members": ["u1", "u2"]}),
         ),
         Route::new("mute", "/v1/conversations/c1/mute", A, json!({"muted": true})),
@@ -78,19 +82,19 @@ fn body_routes() -> Vec<Route> {
         Route::new(
             "clear-category users",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "users": ["u1", "u2"]}),
         ),
         Route::new(
             "clear-category user",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "user": "u2", "dry_run": false}),
         ),
         Route::new(
             "clear-category walk",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "cursor": "u1"}),
         ),
     ]
@@ -547,7 +551,7 @@ async fn hostile_identifiers_in_paths_are_invalid_request() {
         (
             "delete-conversation",
             "/v1/admin/conversations/{}/delete",
-            SERVICE_TOKEN.to_string(),
+            ADMIN_TOKEN.to_string(),
             json!({"tenant": T, "members": ["u1", "u2"]}),
         ),
         ("mute", "/v1/conversations/{}/mute", jwt(T, "u2"), json!({"muted": true})),
@@ -662,7 +666,7 @@ async fn too_many_members_or_users_are_invalid_request() {
     // Both ways of naming users at once.
     for body in [json!({"tenant": T, "category": "chat", "user": "u1", "users": ["u2"]})] {
         let answer =
-            app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.into()), Some(body.to_string())).await;
+            app.send("POST", "/v1/admin/clear-category", Some(ADMIN_TOKEN.into()), Some(body.to_string())).await;
         assert_refused(&answer, 400, "invalid_request", &format!("clear-category {body}"));
     }
     assert_key_space_unchanged(&before, &app.redis.key_space(), "oversized lists");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::store::{Kind, MessageStore};
-use crate::support::{RedisServer, SERVICE_TOKEN};
+use crate::support::{ADMIN_TOKEN, JWT_SECRET, RedisServer, SERVICE_TOKEN};
 
 /// The host binary, built beside this test binary by `cargo test -p unread-host`.
 fn host_binary() -> std::path::PathBuf {
@@ -27,8 +27,9 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     let mut host = Command::new(host_binary())
         .args(["up", "--listen", &format!("127.0.0.1:{port}"), "--manifest", manifest.to_str().unwrap()])
         .env("SPIN_VARIABLE_REDIS_URL", redis.url())
-        .env("SPIN_VARIABLE_JWT_SECRET", "s")
+        .env("SPIN_VARIABLE_JWT_SECRET", JWT_SECRET)
         .env("SPIN_VARIABLE_SERVICE_TOKEN", SERVICE_TOKEN)
+        .env("SPIN_VARIABLE_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("SPIN_VARIABLE_SQL_URL", &store.url)
         .env("SPIN_VARIABLE_SQL_HOST", "postgres://127.0.0.1:5432")
         .env("SPIN_VARIABLE_DRIFT_ALERT_THRESHOLD", "2")
@@ -61,7 +62,7 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     assert!(tokio::time::timeout(Duration::from_secs(300), ready).await.unwrap().unwrap(), "the host did not start");
     let report = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/v1/admin/reconcile"))
-        .bearer_auth(SERVICE_TOKEN)
+        .bearer_auth(ADMIN_TOKEN)
         .body(json!({"tenant": "acme", "users": ["u2"]}).to_string())
         .send()
         .await

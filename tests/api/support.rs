@@ -14,8 +14,12 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use unread_host::{HostOptions, InstanceMode, RedisStats, RunningHost};
 
-pub const JWT_SECRET: &str = "test-jwt-secret";
+/// At least 32 bytes: unread refuses shorter HS256 keys.
+pub const JWT_SECRET: &str = "test-jwt-secret-of-at-least-32-bytes";
+/// The message store's token (touch, recall, join, leave).
 pub const SERVICE_TOKEN: &str = "test-service-token";
+/// The operator's token (reconcile, delete-conversation, clear-category).
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 /// A redis-server of this test's own, on a free port; killed on drop.
 pub struct RedisServer {
@@ -113,11 +117,13 @@ pub struct Setup {
     pub max_conversations: u32,
     /// The SQL message store; None: cache-only.
     pub sql_url: Option<String>,
+    /// Application variables set besides (or instead of) the usual ones.
+    pub variables: Vec<(&'static str, String)>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None }
+        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None, variables: Vec::new() }
     }
 }
 
@@ -171,14 +177,16 @@ impl App {
     /// Starts Redis and the host with `setup`.
     pub async fn with(setup: Setup) -> Self {
         let redis = RedisServer::start();
-        let variables = HashMap::from([
+        let mut variables = HashMap::from([
             ("redis_url".to_string(), redis.url()),
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
+            ("admin_token".to_string(), ADMIN_TOKEN.to_string()),
             ("max_conversations".to_string(), setup.max_conversations.to_string()),
             ("sql_host".to_string(), setup.sql_url.as_deref().map(server_of).unwrap_or_default()),
             ("sql_url".to_string(), setup.sql_url.unwrap_or_default()),
         ]);
+        variables.extend(setup.variables.into_iter().map(|(name, value)| (name.to_string(), value)));
         let host = RunningHost::start(HostOptions {
             manifest: manifest(),
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -217,9 +225,9 @@ impl App {
         self.send("GET", "/v1/badge", Some(jwt(tenant, user)), None).await
     }
 
-    /// `POST /v1/admin/reconcile` with the service token.
+    /// `POST /v1/admin/reconcile` with the admin token.
     pub async fn reconcile(&self, body: Value) -> Answer {
-        self.send("POST", "/v1/admin/reconcile", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+        self.send("POST", "/v1/admin/reconcile", Some(ADMIN_TOKEN.to_string()), Some(body.to_string())).await
     }
 
     /// Reconciles every user of `tenant`, following cursors; the summed report.
@@ -241,13 +249,13 @@ impl App {
         }
     }
 
-    /// `POST /v1/admin/conversations/{id}/delete` with the service token.
+    /// `POST /v1/admin/conversations/{id}/delete` with the admin token.
     pub async fn delete_conversation(&self, tenant: &str, conversation: &str, members: &[&str]) -> Answer {
         let body = json!({"tenant": tenant, "members": members}).to_string();
         self.send(
             "POST",
             &format!("/v1/admin/conversations/{conversation}/delete"),
-            Some(SERVICE_TOKEN.to_string()),
+            Some(ADMIN_TOKEN.to_string()),
             Some(body),
         )
         .await

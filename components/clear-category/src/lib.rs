@@ -1,4 +1,4 @@
-//! `POST /v1/admin/clear-category` (service token): marks read everything
+//! `POST /v1/admin/clear-category` (admin token): marks read everything
 //! of one category, and nothing of another. `{"tenant", "category", "user"}`
 //! or `"users": [...]` (at most 1000), or neither with `"cursor"` to walk
 //! every user of the tenant in batches. `"dry_run": true` reports what would
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{UserScope, counts};
-use unread_api::{Answer, Category, Identifier, Problem, id_list, json, json_body, require_method, service_call};
+use unread_api::{Answer, Category, Identifier, Problem, admin_call, id_list, json, json_body, require_method};
 
 const MAX_USERS: usize = 1000;
 
@@ -31,7 +31,7 @@ async fn clear_category(request: Request) -> impl spin_sdk::http::IntoResponse {
 
 async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
-    service_call(&request).await?;
+    admin_call(&request).await?;
     let clear: Clear = json_body(request).await?;
     let scope = match (clear.user, clear.users, clear.cursor) {
         (Some(user), None, None) => UserScope::Users(vec![user.into_string()]),

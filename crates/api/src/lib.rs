@@ -13,7 +13,7 @@ mod problem;
 mod render;
 mod serve;
 
-pub use auth::{app_principal, service_call};
+pub use auth::{admin_call, app_principal, service_call};
 pub use body::{json_body, json_body_or_empty, query};
 pub use config::{optional_variable, variable, variable_or};
 pub use ident::{Category, Identifier, Seq, id_list};
