@@ -1,8 +1,9 @@
 //! Issue 4, isolation: a caller reaches its own state only. Tenant acme's u1
 //! tries, through every body field, query parameter and path of every app
 //! route, to read or change acme/u2's or beta/u1's state; the victims' list,
-//! badge and Redis keys must not move. Service routes refuse app JWTs, app
-//! routes refuse the service token, and bad JWTs are 401 everywhere.
+//! badge and Redis keys must not move. Service and admin routes refuse app
+//! JWTs, app routes refuse the service and admin tokens, and bad JWTs are 401
+//! everywhere (each shared token on the other's routes: auth.rs).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
