@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{Answer, App, Events, SERVICE_TOKEN, Setup, assert_badge_consistent, jwt, message};
+use crate::support::{ADMIN_TOKEN, Answer, App, Events, SERVICE_TOKEN, Setup, assert_badge_consistent, jwt, message};
 
 async fn flag(app: &App, user: &str, conversation: &str, action: &str, body: Value) -> Answer {
     let path = format!("/v1/conversations/{conversation}/{action}");
@@ -18,7 +18,7 @@ async fn recall(app: &App, conversation: &str, seq: u64, members: &[&str]) -> An
 }
 
 async fn clear_category(app: &App, body: Value) -> Answer {
-    app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    app.send("POST", "/v1/admin/clear-category", Some(ADMIN_TOKEN.to_string()), Some(body.to_string())).await
 }
 
 async fn badge_of(app: &App, user: &str, query: &str) -> Value {

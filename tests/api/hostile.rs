@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{App, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message};
+use crate::support::{
+    ADMIN_TOKEN, App, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message,
+};
 
 const T: &str = "acme";
 
@@ -18,6 +20,7 @@ const T: &str = "acme";
 enum Caller {
     App,
     Service,
+    Admin,
 }
 
 /// A body route and one valid body for it (aimed at the seeded state).
@@ -38,6 +41,7 @@ impl Route {
         match self.caller {
             Caller::App => jwt(T, "u2"),
             Caller::Service => SERVICE_TOKEN.to_string(),
+            Caller::Admin => ADMIN_TOKEN.to_string(),
         }
     }
 
@@ -48,16 +52,16 @@ impl Route {
 
 /// Every route that takes a JSON body, old and new (issue 4), with a valid body.
 fn body_routes() -> Vec<Route> {
-    use Caller::{App as A, Service as S};
+    use Caller::{Admin as O, App as A, Service as S};
     vec![
         Route::new("touch", "/v1/touch", S, message(T, "c1", 4, 4_000, "u1", &["u1", "u2"])),
         Route::new("mark-read", "/v1/mark-read", A, json!({"conversation": "c1", "seq": 2})),
-        Route::new("reconcile users", "/v1/admin/reconcile", S, json!({"tenant": T, "users": ["u1", "u2"]})),
-        Route::new("reconcile walk", "/v1/admin/reconcile", S, json!({"tenant": T, "cursor": "u1"})),
+        Route::new("reconcile users", "/v1/admin/reconcile", O, json!({"tenant": T, "users": ["u1", "u2"]})),
+        Route::new("reconcile walk", "/v1/admin/reconcile", O, json!({"tenant": T, "cursor": "u1"})),
         Route::new(
             "delete-conversation",
             "/v1/admin/conversations/c1/delete",
-            S,
+            O,
             json!({"tenant": T, "members": ["u1", "u2"]}),
         ),
         Route::new("mute", "/v1/conversations/c1/mute", A, json!({"muted": true})),
@@ -78,19 +82,19 @@ fn body_routes() -> Vec<Route> {
         Route::new(
             "clear-category users",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "users": ["u1", "u2"]}),
         ),
         Route::new(
             "clear-category user",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "user": "u2", "dry_run": false}),
         ),
         Route::new(
             "clear-category walk",
             "/v1/admin/clear-category",
-            S,
+            O,
             json!({"tenant": T, "category": "chat", "cursor": "u1"}),
         ),
     ]
@@ -177,8 +181,8 @@ async fn a_body_of_exactly_64_kib_is_read_and_one_byte_more_is_413() {
     assert_eq!((answer.status, &answer.body["read_seq"]), (200, &json!(2)), "65536 bytes: {:?}", answer.body);
 }
 
-/// One HTTP/1.1 exchange on a fresh connection: status and body of the answer.
-fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, Option<usize>, Vec<u8>) {
+/// One HTTP/1.1 exchange on a fresh connection: status, head and body of the answer.
+fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     // The server may answer (and stop reading) before all is sent.
@@ -203,7 +207,7 @@ fn raw_exchange(address: &str, head: &str, body: &[u8]) -> (u16, Option<usize>, 
     }
     let end = received.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
     let status = String::from_utf8_lossy(&received[9..12]).parse().unwrap();
-    (status, content_length(&received[..end]), received[end + 4..].to_vec())
+    (status, String::from_utf8_lossy(&received[..end]).into_owned(), received[end + 4..].to_vec())
 }
 
 fn content_length(head: &[u8]) -> Option<usize> {
@@ -214,10 +218,18 @@ fn content_length(head: &[u8]) -> Option<usize> {
 
 async fn raw(app: &App, head: String, body: Vec<u8>) -> crate::support::Answer {
     let address = app.address();
-    let (status, content_length, bytes) =
+    let (status, head, bytes) =
         tokio::task::spawn_blocking(move || raw_exchange(&address, &head, &body)).await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    crate::support::Answer { status, content_length, length: bytes.len(), body }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(text.clone()));
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
+    let content_length = content_length(head.as_bytes());
+    crate::support::Answer { status, content_length, length: bytes.len(), body, headers, text }
 }
 
 #[tokio::test]
@@ -539,7 +551,7 @@ async fn hostile_identifiers_in_paths_are_invalid_request() {
         (
             "delete-conversation",
             "/v1/admin/conversations/{}/delete",
-            SERVICE_TOKEN.to_string(),
+            ADMIN_TOKEN.to_string(),
             json!({"tenant": T, "members": ["u1", "u2"]}),
         ),
         ("mute", "/v1/conversations/{}/mute", jwt(T, "u2"), json!({"muted": true})),
@@ -654,7 +666,7 @@ async fn too_many_members_or_users_are_invalid_request() {
     // Both ways of naming users at once.
     for body in [json!({"tenant": T, "category": "chat", "user": "u1", "users": ["u2"]})] {
         let answer =
-            app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.into()), Some(body.to_string())).await;
+            app.send("POST", "/v1/admin/clear-category", Some(ADMIN_TOKEN.into()), Some(body.to_string())).await;
         assert_refused(&answer, 400, "invalid_request", &format!("clear-category {body}"));
     }
     assert_key_space_unchanged(&before, &app.redis.key_space(), "oversized lists");

@@ -1,8 +1,9 @@
 //! Issue 4, isolation: a caller reaches its own state only. Tenant acme's u1
 //! tries, through every body field, query parameter and path of every app
 //! route, to read or change acme/u2's or beta/u1's state; the victims' list,
-//! badge and Redis keys must not move. Service routes refuse app JWTs, app
-//! routes refuse the service token, and bad JWTs are 401 everywhere.
+//! badge and Redis keys must not move. Service and admin routes refuse app
+//! JWTs, app routes refuse the service and admin tokens, and bad JWTs are 401
+//! everywhere (each shared token on the other's routes: auth.rs).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -11,8 +12,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Answer, App, JWT_SECRET, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt, message,
-    signed_jwt,
+    ADMIN_TOKEN, Answer, App, JWT_SECRET, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused, jwt,
+    message, signed_jwt,
 };
 
 /// The users whose state acme/u1 must never reach.
@@ -329,7 +330,13 @@ fn service_calls() -> Vec<(&'static str, &'static str, Value)> {
 async fn service_routes_refuse_app_jwts() {
     let (app, before) = seeded().await;
     let everything = app.redis.key_space();
-    let tokens = [jwt("acme", "u1"), jwt("beta", "u1"), jwt("acme", "service"), jwt("acme", SERVICE_TOKEN)];
+    let tokens = [
+        jwt("acme", "u1"),
+        jwt("beta", "u1"),
+        jwt("acme", "service"),
+        jwt("acme", SERVICE_TOKEN),
+        jwt("acme", ADMIN_TOKEN),
+    ];
     for (name, path, body) in service_calls() {
         for token in &tokens {
             let answer = app.send("POST", path, Some(token.clone()), Some(body.to_string())).await;
@@ -345,9 +352,14 @@ async fn app_routes_refuse_the_service_token() {
     let (app, before) = seeded().await;
     let everything = app.redis.key_space();
     for (name, method, path, body) in app_calls() {
-        for token in [SERVICE_TOKEN.to_string(), format!("{SERVICE_TOKEN}.{SERVICE_TOKEN}.{SERVICE_TOKEN}")] {
+        for token in [
+            SERVICE_TOKEN.to_string(),
+            format!("{SERVICE_TOKEN}.{SERVICE_TOKEN}.{SERVICE_TOKEN}"),
+            ADMIN_TOKEN.to_string(),
+            format!("{ADMIN_TOKEN}.{ADMIN_TOKEN}.{ADMIN_TOKEN}"),
+        ] {
             let answer = app.send(method, path, Some(token), body.as_ref().map(Value::to_string)).await;
-            assert_refused(&answer, 401, "unauthorized", &format!("{name} with the service token"));
+            assert_refused(&answer, 401, "unauthorized", &format!("{name} with a shared token"));
         }
     }
     assert_key_space_unchanged(&everything, &app.redis.key_space(), "app routes called with the service token");
@@ -374,9 +386,11 @@ fn bad_tokens() -> Vec<(&'static str, String)> {
     let good_signature = good.rsplit_once('.').unwrap().1;
     let u2_payload = URL_SAFE_NO_PAD.encode(claims.to_string());
     vec![
-        ("expired", sign(json!({"sub": "u2", "tid": "acme", "exp": now() - 5}))),
+        // Past the 30 s of clock skew that exp is allowed.
+        ("expired", sign(json!({"sub": "u2", "tid": "acme", "exp": now() - 45}))),
         ("expired long ago", sign(json!({"sub": "u2", "tid": "acme", "exp": 1}))),
         ("not valid yet", sign(json!({"sub": "u2", "tid": "acme", "exp": exp, "nbf": now() + 600}))),
+        ("not valid for another 45 s", sign(json!({"sub": "u2", "tid": "acme", "exp": exp, "nbf": now() + 45}))),
         ("alg none, empty signature", unsigned(r#"{"alg":"none","typ":"JWT"}"#, &claims)),
         ("alg None, empty signature", unsigned(r#"{"alg":"None"}"#, &claims)),
         ("alg none, no signature part", unsigned(r#"{"alg":"none"}"#, &claims).trim_end_matches('.').to_string()),
@@ -458,12 +472,7 @@ async fn raw_authorization(app: &App, method: &str, path: &str, value: &str, bod
     if let Some(body) = body {
         request = request.header("content-type", "application/json").body(body);
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-    let bytes = response.bytes().await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    Answer { status, content_length, length: bytes.len(), body }
+    Answer::read(request.send().await.unwrap()).await
 }
 
 #[tokio::test]
@@ -474,8 +483,11 @@ async fn service_calls_for_one_tenant_never_touch_another() {
         let now = app.redis.user_key_space("beta", "u1");
         assert_key_space_unchanged(&beta_before[0].keys, &now, "acme's service calls (keys of beta/u1)");
     };
-    let service =
-        |path: &'static str, body: Value| app.send("POST", path, Some(SERVICE_TOKEN.into()), Some(body.to_string()));
+    // The message store's routes take the service token, the operator's the admin token.
+    let service = |path: &'static str, body: Value| {
+        let token = if path.starts_with("/v1/admin/") { ADMIN_TOKEN } else { SERVICE_TOKEN };
+        app.send("POST", path, Some(token.into()), Some(body.to_string()))
+    };
     let answer =
         service("/v1/recall", json!({"tenant": "acme", "conversation": "c12", "seq": 3, "members": ["u1", "u2"]}))
             .await;

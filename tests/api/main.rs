@@ -1,5 +1,6 @@
 //! The API's behaviour, end to end: HTTP → host → composed wasm → Redis.
 
+mod auth;
 mod chat;
 mod concurrency;
 mod errors;

@@ -6,10 +6,10 @@
 use serde_json::json;
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{App, SERVICE_TOKEN, Setup, assert_refused, message};
+use crate::support::{App, Setup, assert_refused, message};
 
 async fn clear(app: &App, body: serde_json::Value) -> crate::support::Answer {
-    app.send("POST", "/v1/admin/clear-category", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+    app.service("/v1/admin/clear-category", body).await
 }
 
 #[tokio::test]

@@ -14,8 +14,12 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use unread_host::{HostOptions, InstanceMode, RedisStats, RunningHost};
 
-pub const JWT_SECRET: &str = "test-jwt-secret";
+/// At least 32 bytes: unread refuses shorter HS256 keys.
+pub const JWT_SECRET: &str = "test-jwt-secret-of-at-least-32-bytes";
+/// The message store's token (touch, recall, join, leave).
 pub const SERVICE_TOKEN: &str = "test-service-token";
+/// The operator's token (reconcile, delete-conversation, clear-category).
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 /// A redis-server of this test's own, on a free port; killed on drop.
 pub struct RedisServer {
@@ -136,6 +140,32 @@ pub struct Answer {
     /// How many body bytes arrived.
     pub length: usize,
     pub body: Value,
+    /// Every header, names lowercase, values as text (lossy).
+    pub headers: Vec<(String, String)>,
+    /// The body as it arrived, as text (lossy).
+    pub text: String,
+}
+
+impl Answer {
+    /// The value of header `name` (lowercase), if any.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Reads a reqwest response into an answer.
+    pub async fn read(response: reqwest::Response) -> Answer {
+        let status = response.status().as_u16();
+        let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let bytes = response.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(text.clone()));
+        Answer { status, content_length, length: bytes.len(), body, headers, text }
+    }
 }
 
 impl App {
@@ -151,6 +181,7 @@ impl App {
             ("redis_url".to_string(), redis.url()),
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
+            ("admin_token".to_string(), ADMIN_TOKEN.to_string()),
             ("max_conversations".to_string(), setup.max_conversations.to_string()),
             ("sql_host".to_string(), setup.sql_url.as_deref().map(server_of).unwrap_or_default()),
             ("sql_url".to_string(), setup.sql_url.unwrap_or_default()),
@@ -194,9 +225,9 @@ impl App {
         self.send("GET", "/v1/badge", Some(jwt(tenant, user)), None).await
     }
 
-    /// `POST /v1/admin/reconcile` with the service token.
+    /// `POST /v1/admin/reconcile` with the admin token.
     pub async fn reconcile(&self, body: Value) -> Answer {
-        self.send("POST", "/v1/admin/reconcile", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+        self.send("POST", "/v1/admin/reconcile", Some(ADMIN_TOKEN.to_string()), Some(body.to_string())).await
     }
 
     /// Reconciles every user of `tenant`, following cursors; the summed report.
@@ -218,13 +249,13 @@ impl App {
         }
     }
 
-    /// `POST /v1/admin/conversations/{id}/delete` with the service token.
+    /// `POST /v1/admin/conversations/{id}/delete` with the admin token.
     pub async fn delete_conversation(&self, tenant: &str, conversation: &str, members: &[&str]) -> Answer {
         let body = json!({"tenant": tenant, "members": members}).to_string();
         self.send(
             "POST",
             &format!("/v1/admin/conversations/{conversation}/delete"),
-            Some(SERVICE_TOKEN.to_string()),
+            Some(ADMIN_TOKEN.to_string()),
             Some(body),
         )
         .await
@@ -236,9 +267,11 @@ impl App {
         self.send("POST", &path, Some(jwt(tenant, user)), Some(body.to_string())).await
     }
 
-    /// A service call: `POST path` with `body` and the service token.
+    /// A service call: `POST path` with `body` and the token its route
+    /// takes (the admin token on `/v1/admin/...`, else the service token).
     pub async fn service(&self, path: &str, body: Value) -> Answer {
-        self.send("POST", path, Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+        let token = if path.starts_with("/v1/admin/") { ADMIN_TOKEN } else { SERVICE_TOKEN };
+        self.send("POST", path, Some(token.to_string()), Some(body.to_string())).await
     }
 
     /// `POST /v1/recall` of message `seq` for `members`, with a replacement preview if given.
@@ -298,21 +331,30 @@ impl App {
 
     /// Any request with a raw body.
     pub async fn send_bytes(&self, method: &str, path: &str, token: Option<String>, body: Option<Vec<u8>>) -> Answer {
+        self.send_with_headers(method, path, token, body, &[]).await
+    }
+
+    /// Any request with a raw body and extra headers.
+    pub async fn send_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<String>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut request = self.http.request(method, format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(body) = body {
             request = request.header("content-type", "application/json").body(body);
         }
-        let response = request.send().await.expect("the host answers");
-        let status = response.status().as_u16();
-        let content_length = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-        let bytes = response.bytes().await.unwrap();
-        let body =
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-        Answer { status, content_length, length: bytes.len(), body }
+        Answer::read(request.send().await.expect("the host answers")).await
     }
 }
 
@@ -470,8 +512,9 @@ pub fn assert_key_space_unchanged(before: &KeySpace, after: &KeySpace, what: &st
     panic!("{what} changed Redis: added {added:?}, removed {removed:?}, changed {changed:#?}");
 }
 
-/// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty}}`,
-/// and a `Content-Length` equal to the body's length.
+/// Asserts a refusal: `status`, `{"error": {"code": code, "message": non-empty,
+/// "request_id": the x-request-id header}}`, and a `Content-Length` equal to
+/// the body's length.
 pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
     assert_eq!(
         (answer.status, answer.body["error"]["code"].as_str()),
@@ -486,6 +529,9 @@ pub fn assert_refused(answer: &Answer, status: u16, code: &str, what: &str) {
     );
     assert_eq!(answer.body.as_object().map(|o| o.len()), Some(1), "{what}: only `error` at the top: {:?}", answer.body);
     assert_eq!(answer.content_length, Some(answer.length), "{what}: Content-Length must match the body");
+    let id = answer.header("x-request-id");
+    assert!(id.is_some_and(|id| !id.is_empty()), "{what}: no x-request-id header");
+    assert_eq!(answer.body["error"]["request_id"].as_str(), id, "{what}: the body names another request id");
 }
 
 impl App {

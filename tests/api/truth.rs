@@ -263,6 +263,7 @@ async fn a_sql_store_that_stops_answering_is_a_503_not_a_hung_request() {
         .await
         .expect("mark-read answers while the SQL store is silent");
     assert_eq!((answer.status, answer.body["error"]["code"].as_str()), (503, Some("unavailable")), "{:?}", answer.body);
-    assert!(answer.body["error"]["message"].as_str().unwrap().contains("no answer within"), "{:?}", answer.body);
+    // Why (no answer within the deadline) goes to the operator's log, not into the answer.
+    assert!(!answer.body["error"]["message"].as_str().unwrap().contains("no answer"), "{:?}", answer.body);
     assert!(app.redis.keys().is_empty(), "nothing reached Redis: the truth comes first");
 }

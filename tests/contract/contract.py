@@ -4,8 +4,9 @@
 2. A private redis-server and `unread-host up` on free loopback ports, with
    test secrets; a little state seeded for the JWT's user (see hooks.py).
 3. Schemathesis (examples, coverage and fuzzing phases, positive and negative
-   data) on every operation, with a JWT for the app routes and the service
-   token for the service routes (schemathesis.toml); it fails on any server
+   data) on every operation, with a JWT for the app routes, the service
+   token for the message store's routes and the admin token for the admin
+   routes (schemathesis.toml); it fails on any server
    error, undocumented status, wrong content type, header or answer schema,
    and on a request the contract forbids being accepted. Meanwhile every
    change event published is collected and checked against the ChangeEvent
@@ -47,8 +48,9 @@ import routes
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "target" / "contract"
 HOST = ROOT / "target" / "tools" / "unread-host"
-JWT_SECRET = "contract-jwt-secret"
+JWT_SECRET = "contract-jwt-secret-of-at-least-32-bytes"
 SERVICE_TOKEN = "contract-service-token"
+ADMIN_TOKEN = "contract-admin-token"
 TENANT, USER = "acme", "u1"
 DEFAULT_SEED = "20261130"
 CHECKS = [
@@ -191,7 +193,7 @@ def sql_store(kind):
             rows += [f"INSERT INTO app_members VALUES ('{TENANT}', 'c{i}', '{user}');" for user in (USER, "u2", "u3")]
         run_sql(kind, name, APP_SCHEMA + "\n".join(rows))
         if kind == "postgres":
-            yield f"postgres://postgres@127.0.0.1:5432/{name}", "postgres://127.0.0.1:5432"
+            yield f"postgres://postgres@127.0.0.1:5432/{name}?sslmode=disable", "postgres://127.0.0.1:5432"
         else:
             yield f"mysql://root@127.0.0.1:3306/{name}", "mysql://127.0.0.1:3306"
     finally:
@@ -218,6 +220,7 @@ def served(label, **variables):
             "redis_url": f"redis://127.0.0.1:{redis_port}",
             "jwt_secret": JWT_SECRET,
             "service_token": SERVICE_TOKEN,
+            "admin_token": ADMIN_TOKEN,
             **variables,
         }
         command = [str(HOST), "up", "--listen", f"127.0.0.1:{port}", "--manifest", manifest]
@@ -269,6 +272,7 @@ def schemathesis(label, base, host, token, examples):
         os.environ,
         UNREAD_CONTRACT_JWT=token,
         UNREAD_CONTRACT_SERVICE_TOKEN=SERVICE_TOKEN,
+        UNREAD_CONTRACT_ADMIN_TOKEN=ADMIN_TOKEN,
         # Hypothesis' own files (unicode tables) under target/, not in the work tree.
         HYPOTHESIS_STORAGE_DIRECTORY=str(OUT / "hypothesis"),
         PYTHONDONTWRITEBYTECODE="1",

@@ -8,7 +8,7 @@ use unread_api::{Answer, BadgeJson, Category, Problem, app_principal, json, quer
 
 #[http_service]
 async fn badge(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("badge", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -1,4 +1,4 @@
-//! `POST /v1/admin/clear-category` (service token): marks read everything
+//! `POST /v1/admin/clear-category` (admin token): marks read everything
 //! of one category, and nothing of another. `{"tenant", "category", "user"}`
 //! or `"users": [...]` (at most 1000), or `"all_users": true` (with
 //! `"cursor"`, null at first) to walk every user of the tenant in batches:
@@ -9,7 +9,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{UserScope, counts};
-use unread_api::{Answer, Category, Identifier, Problem, id_list, json, json_body, require_method, service_call};
+use unread_api::{Answer, Category, Identifier, Problem, admin_call, id_list, json, json_body, require_method};
 
 const MAX_USERS: usize = 1000;
 
@@ -29,12 +29,12 @@ struct Clear {
 
 #[http_service]
 async fn clear_category(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("clear-category", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
-    service_call(&request).await?;
+    admin_call(&request).await?;
     let clear: Clear = json_body(request).await?;
     let scope = match (clear.user, clear.users, clear.all_users, clear.cursor) {
         (Some(user), None, false, None) => UserScope::Users(vec![user.into_string()]),

@@ -29,7 +29,7 @@ struct MarkUnread {}
 
 #[http_service]
 async fn conversation_flags(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("conversation-flags", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

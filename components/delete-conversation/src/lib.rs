@@ -1,4 +1,4 @@
-//! `POST /v1/admin/conversations/{id}/delete` (service token): a conversation
+//! `POST /v1/admin/conversations/{id}/delete` (admin token): a conversation
 //! was deleted or a group dissolved (seed 000). `{"tenant", "members": [...]}`
 //! (at most 500 a call): each member's state for it goes and their badges
 //! drop in the same step; its read cursors leave the SQL store.
@@ -7,7 +7,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request, StatusCode};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, Identifier, Problem, id_list, json, json_body, require_method, service_call};
+use unread_api::{Answer, Identifier, Problem, admin_call, id_list, json, json_body, require_method};
 
 const MAX_MEMBERS: usize = 500;
 
@@ -20,13 +20,13 @@ struct Delete {
 
 #[http_service]
 async fn delete_conversation(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("delete-conversation", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {
     let conversation = conversation_in(request.uri().path())?;
     require_method(&request, Method::POST)?;
-    service_call(&request).await?;
+    admin_call(&request).await?;
     let delete: Delete = json_body(request).await?;
     let members = id_list("members", delete.members, 1, MAX_MEMBERS)?;
     let removed = counts::delete_conversation(delete.tenant.into_string(), conversation.clone(), members).await?;

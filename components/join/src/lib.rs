@@ -22,7 +22,7 @@ struct Join {
 
 #[http_service]
 async fn join(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("join", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

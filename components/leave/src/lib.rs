@@ -22,7 +22,7 @@ struct Leave {
 
 #[http_service]
 async fn leave(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("leave", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

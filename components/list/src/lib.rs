@@ -24,7 +24,7 @@ struct Listing {
 
 #[http_service]
 async fn list(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("list", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {
@@ -84,19 +84,16 @@ fn invalid(message: String) -> Problem {
 
 /// The lock-screen form from the `lockscreen_fields` and `preview_text_chars` variables.
 async fn lockscreen() -> Result<Lockscreen, Problem> {
-    let variable = |name: &'static str| async move {
-        spin_sdk::variables::get(name).await.map_err(|e| Problem::unavailable(format!("variable {name}: {e}")))
-    };
-    let fields = variable("lockscreen_fields")
+    let fields = unread_api::variable("lockscreen_fields")
         .await?
         .split(',')
         .map(|f| f.trim().to_string())
         .filter(|f| !f.is_empty())
         .collect();
-    let chars = variable("preview_text_chars").await?;
+    let chars = unread_api::variable("preview_text_chars").await?;
     let text_chars = chars
         .trim()
         .parse()
-        .map_err(|_| Problem::unavailable(format!("variable preview_text_chars is not a whole number: {chars:?}")))?;
+        .map_err(|_| Problem::misconfigured("variable preview_text_chars is not a whole number"))?;
     Ok(Lockscreen { fields, text_chars })
 }

@@ -16,7 +16,7 @@ struct MarkRead {
 
 #[http_service]
 async fn mark_read(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("mark-read", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -24,7 +24,7 @@ struct Recall {
 
 #[http_service]
 async fn recall(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("recall", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -1,4 +1,4 @@
-//! `POST /v1/admin/reconcile` (service token): compares users' Redis state
+//! `POST /v1/admin/reconcile` (admin token): compares users' Redis state
 //! with the truth in the SQL store and rewrites what differs. Either
 //! `{"tenant", "users": [...]}` (at most 1000) or `{"tenant", "cursor": ...}`
 //! to walk every user in batches (no cursor: from the start). Any scheduler
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::{UserScope, counts};
-use unread_api::{Answer, Identifier, Problem, id_list, json, json_body, require_method, service_call};
+use unread_api::{Answer, Identifier, Problem, admin_call, id_list, json, json_body, require_method};
 
 const MAX_USERS: usize = 1000;
 
@@ -22,12 +22,12 @@ struct Reconcile {
 
 #[http_service]
 async fn reconcile(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("reconcile", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {
     require_method(&request, Method::POST)?;
-    service_call(&request).await?;
+    admin_call(&request).await?;
     let call: Reconcile = json_body(request).await?;
     let scope = match (call.users, call.cursor) {
         (Some(_), Some(_)) => {

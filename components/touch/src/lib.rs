@@ -31,7 +31,7 @@ struct Touch {
 
 #[http_service]
 async fn touch(request: Request) -> impl spin_sdk::http::IntoResponse {
-    unread_api::respond(handle(request).await)
+    unread_api::serve("touch", request, handle).await
 }
 
 async fn handle(request: Request) -> Answer {

@@ -4,7 +4,7 @@ use http_body_util::{BodyExt, Limited};
 use serde::de::DeserializeOwned;
 use spin_sdk::http::{Request, StatusCode};
 
-use crate::Problem;
+use crate::{Identifier, Problem};
 
 /// Bodies above this are refused with 413 before parsing.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -62,7 +62,24 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     if !text.trim_start().starts_with('{') {
         return Err(Problem::bad_request("invalid_request", "the body must be a JSON object"));
     }
-    serde_json::from_str(text).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))
+    let parsed = serde_json::from_str(text).map_err(|e| Problem::bad_request("invalid_request", e.to_string()))?;
+    note_tenant_of(text);
+    Ok(parsed)
+}
+
+/// A service call names its tenant in the body's `tenant` field; once the
+/// whole body was accepted, that tenant goes into the request's log line.
+fn note_tenant_of(text: &str) {
+    #[derive(serde::Deserialize)]
+    struct Tenant<'a> {
+        #[serde(borrow)]
+        tenant: Option<std::borrow::Cow<'a, str>>,
+    }
+    if let Ok(Tenant { tenant: Some(tenant) }) = serde_json::from_str::<Tenant>(text)
+        && Identifier::parse("tenant", &tenant).is_ok()
+    {
+        crate::serve::note_tenant(&tenant);
+    }
 }
 
 /// The query string as (name, value) pairs, percent-decoded; refuses names

@@ -1,6 +1,7 @@
 //! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--variable NAME=VALUE]...`
 //!
-//! Serves the application described by `spin.toml` until Ctrl-C, like `spin up`.
+//! Serves the application described by `spin.toml` until Ctrl-C, like `spin up`;
+//! unlike it, refuses to start with a `jwt_secret` unread would not accept.
 
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ async fn main() {
 
 async fn run(args: Vec<String>) -> Result<()> {
     let options = parse_args(&args)?;
+    check_jwt_secret(&options)?;
     let host = RunningHost::start(options).await?;
     print_routes(&host);
     tokio::signal::ctrl_c().await.context("cannot wait for Ctrl-C")?;
@@ -59,6 +61,43 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
     }
     Ok(options)
 }
+
+/// unread refuses HS256 keys shorter than the hash (32 bytes): its app calls
+/// would all answer 503 `misconfigured`. This host is unread's own tooling,
+/// so it applies that product rule before it serves rather than letting such
+/// an app start: a manifest that declares `jwt_secret` must get one of at
+/// least [`MIN_JWT_SECRET_BYTES`], from `--variable`, `SPIN_VARIABLE_JWT_SECRET`
+/// or its default, in Spin's order. The value itself is never printed.
+fn check_jwt_secret(options: &HostOptions) -> Result<()> {
+    const NAME: &str = "jwt_secret";
+    let text = std::fs::read_to_string(&options.manifest)
+        .with_context(|| format!("cannot read {}", options.manifest.display()))?;
+    let manifest: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{} is not valid TOML", options.manifest.display()))?;
+    let Some(declared) = manifest.get("variables").and_then(|v| v.get(NAME)) else {
+        return Ok(());
+    };
+    let value = options
+        .variables
+        .get(NAME)
+        .cloned()
+        .or_else(|| std::env::var(format!("SPIN_VARIABLE_{}", NAME.to_ascii_uppercase())).ok())
+        .or_else(|| declared.get("default").and_then(|d| d.as_str()).map(str::to_owned));
+    // No value at all: starting reports the missing required variable.
+    if let Some(value) = value
+        && value.len() < MIN_JWT_SECRET_BYTES
+    {
+        bail!(
+            "variable {NAME} is {} bytes long; unread needs at least {MIN_JWT_SECRET_BYTES} \
+             (set SPIN_VARIABLE_JWT_SECRET or --variable {NAME}=..., e.g. from `openssl rand -hex 32`)",
+            value.len()
+        );
+    }
+    Ok(())
+}
+
+/// The shortest `jwt_secret` unread accepts (see `crates/api`).
+const MIN_JWT_SECRET_BYTES: usize = 32;
 
 fn parse_listen(text: &str) -> Result<SocketAddr> {
     text.parse().with_context(|| format!("--listen expects IP:PORT, got {text:?}"))
