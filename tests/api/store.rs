@@ -24,15 +24,6 @@ pub enum P {
     I(i64),
 }
 
-/// One conversation head, from the app's tables.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Head {
-    pub category: String,
-    pub last_seq: u64,
-    pub last_ts: u64,
-    pub preview: String,
-}
-
 enum Client {
     Maria(mysql_async::Pool),
     Postgres(tokio_postgres::Client),
@@ -252,23 +243,6 @@ impl MessageStore {
         .collect()
     }
 
-    /// The heads of the app's conversations that have messages.
-    pub async fn heads(&self, tenant: &str) -> HashMap<String, Head> {
-        self.rows("SELECT conversation, category, last_seq, last_ts, preview FROM app_conversations WHERE tenant = ? AND last_seq > 0", &[s(tenant)])
-            .await
-            .into_iter()
-            .map(|r| (r[0].clone(), Head { category: r[1].clone(), last_seq: r[2].parse().unwrap(), last_ts: r[3].parse().unwrap(), preview: r[4].clone() }))
-            .collect()
-    }
-
-    /// Memberships: user -> conversations.
-    pub async fn memberships(&self, tenant: &str) -> HashMap<String, Vec<String>> {
-        let mut out: HashMap<String, Vec<String>> = HashMap::new();
-        for r in self.rows("SELECT user_id, conversation FROM app_members WHERE tenant = ?", &[s(tenant)]).await {
-            out.entry(r[0].clone()).or_default().push(r[1].clone());
-        }
-        out
-    }
 }
 
 /// A text, bigint or smallint column as text.
