@@ -142,6 +142,7 @@ async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     let redis = RedisServer::start();
     let host = Served::start(&[
         ("redis_url", redis.url()),
+        ("redis_host", redis.host()),
         ("jwt_secret", JWT_SECRET.to_string()),
         ("service_token", SERVICE_TOKEN.to_string()),
         ("admin_token", ADMIN_TOKEN.to_string()),
@@ -189,6 +190,7 @@ async fn every_request_writes_one_json_log_line_and_a_5xx_its_reason() {
     let redis = RedisServer::start();
     let host = Served::start(&[
         ("redis_url", redis.url()),
+        ("redis_host", redis.host()),
         ("jwt_secret", JWT_SECRET.to_string()),
         ("service_token", SERVICE_TOKEN.to_string()),
         ("admin_token", ADMIN_TOKEN.to_string()),
@@ -295,6 +297,7 @@ const LEAK_JWT_SECRET: &str = "jwtsecret-Kq3Vx8Lm2Np7Rt5Wz9Yb4Hd6Fg1Js0Ac";
 const LEAK_SERVICE_TOKEN: &str = "svctoken-Pw4Ud7Ie2Ox9Ma5Ky";
 const LEAK_ADMIN_TOKEN: &str = "admtoken-Zr6Tb1Qn8Gc3Lv0Ej";
 const LEAK_SQL_PASSWORD: &str = "s3cretpw-Gh5Jk2Wq";
+const LEAK_REDIS_PASSWORD: &str = "redispw-Tc8Mv3Xs6Bq1";
 
 /// Every route, called rightly and wrongly: with its own credential, with
 /// each other one, with bad credentials and with bad input.
@@ -388,9 +391,11 @@ async fn no_secret_reaches_an_answer_or_the_log_whatever_fails() {
     // The local PostgreSQL trusts local connections: the password is sent and ignored.
     let sql_url = store.url.replacen("postgres@", &format!("postgres:{LEAK_SQL_PASSWORD}@"), 1);
     assert!(sql_url.contains(LEAK_SQL_PASSWORD));
-    let redis = RedisServer::start();
+    let redis = RedisServer::with_password(LEAK_REDIS_PASSWORD);
+    assert!(redis.url().contains(LEAK_REDIS_PASSWORD));
     let host = Served::start(&[
         ("redis_url", redis.url()),
+        ("redis_host", redis.host()),
         ("jwt_secret", LEAK_JWT_SECRET.to_string()),
         ("service_token", LEAK_SERVICE_TOKEN.to_string()),
         ("admin_token", LEAK_ADMIN_TOKEN.to_string()),
@@ -431,6 +436,7 @@ async fn no_secret_reaches_an_answer_or_the_log_whatever_fails() {
         ("admin_token", LEAK_ADMIN_TOKEN),
         ("the SQL password", LEAK_SQL_PASSWORD),
         ("the sql_url", sql_url.as_str()),
+        ("the Redis password", LEAK_REDIS_PASSWORD),
         ("an app token", app.as_str()),
         ("an app token's signature", app.rsplit_once('.').unwrap().1),
         ("a stale token", stale.as_str()),

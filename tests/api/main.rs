@@ -13,6 +13,7 @@ mod operators;
 mod outage;
 mod reconcile;
 mod round_trips;
+mod secured;
 mod semantics;
 mod storage;
 mod store;

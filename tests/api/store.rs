@@ -242,7 +242,6 @@ impl MessageStore {
         .map(|r| ((r[0].clone(), r[1].clone()), (r[2] == "1", r[3] == "1", r[4] == "1")))
         .collect()
     }
-
 }
 
 /// A text, bigint or smallint column as text.

@@ -21,26 +21,38 @@ pub const SERVICE_TOKEN: &str = "test-service-token";
 /// The operator's token (reconcile, delete-conversation, clear-category).
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
-/// A redis-server of this test's own, on a free port; killed on drop.
+/// The password of the tests' redis-servers: production Redis has one.
+pub const REDIS_PASSWORD: &str = "test-redis-password";
+
+/// A redis-server of this test's own, on a free port, with a password;
+/// killed on drop.
 pub struct RedisServer {
     child: std::sync::Mutex<Option<Child>>,
     /// The port it listens on (kept across restarts).
     pub port: u16,
+    password: String,
 }
 
 impl RedisServer {
     /// Starts an empty server on a free port.
     pub fn start() -> Self {
+        RedisServer::with_password(REDIS_PASSWORD)
+    }
+
+    /// Starts an empty server on a free port that takes `password`.
+    pub fn with_password(password: &str) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let server = RedisServer { child: std::sync::Mutex::new(None), port };
+        let server = RedisServer { child: std::sync::Mutex::new(None), port, password: password.to_string() };
         server.restart();
         server
     }
 
     /// Starts (again) on the same port, empty.
     pub fn restart(&self) {
+        let port = self.port.to_string();
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--requirepass", &self.password])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed");
@@ -78,8 +90,13 @@ impl RedisServer {
         assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success());
     }
 
-    /// The address the app is configured with.
+    /// The address the app is configured with (`redis_url`), password included.
     pub fn url(&self) -> String {
+        format!("redis://:{}@127.0.0.1:{}", self.password, self.port)
+    }
+
+    /// The server as Spin's allowed hosts take it (`redis_host`).
+    pub fn host(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
@@ -179,6 +196,7 @@ impl App {
         let redis = RedisServer::start();
         let mut variables = HashMap::from([
             ("redis_url".to_string(), redis.url()),
+            ("redis_host".to_string(), redis.host()),
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
             ("admin_token".to_string(), ADMIN_TOKEN.to_string()),

@@ -51,6 +51,7 @@ HOST = ROOT / "target" / "tools" / "unread-host"
 JWT_SECRET = "contract-jwt-secret-of-at-least-32-bytes"
 SERVICE_TOKEN = "contract-service-token"
 ADMIN_TOKEN = "contract-admin-token"
+REDIS_PASSWORD = "contract-redis-password"
 TENANT, USER = "acme", "u1"
 DEFAULT_SEED = "20261130"
 CHECKS = [
@@ -208,7 +209,8 @@ def served(label, **variables):
     try:
         redis_port = free_port()
         redis = subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--requirepass", REDIS_PASSWORD],
             stdout=subprocess.DEVNULL,
         )
         children.append(redis)
@@ -217,7 +219,8 @@ def served(label, **variables):
         port = free_port()
         log_path = OUT / f"host-{label}.log"
         variables = {
-            "redis_url": f"redis://127.0.0.1:{redis_port}",
+            "redis_url": f"redis://:{REDIS_PASSWORD}@127.0.0.1:{redis_port}",
+            "redis_host": f"redis://127.0.0.1:{redis_port}",
             "jwt_secret": JWT_SECRET,
             "service_token": SERVICE_TOKEN,
             "admin_token": ADMIN_TOKEN,
@@ -289,11 +292,12 @@ def schemathesis(label, base, host, token, examples):
 
 def main():
     routes_found, paths, problems = routes.check()
+    problems += routes.check_readme(routes_found, paths)
     for problem in problems:
         print(f"contract: routes: {problem}", file=sys.stderr)
     if problems:
         return 1
-    log(f"routes: the {len(routes_found)} spin.toml routes and {len(paths)} openapi.yaml paths match")
+    log(f"routes: the {len(routes_found)} spin.toml routes, {len(paths)} openapi.yaml paths and README match")
 
     OUT.mkdir(parents=True, exist_ok=True)
     token = jwt(TENANT, USER, JWT_SECRET)
@@ -301,7 +305,7 @@ def main():
 
     def one_pass(label, examples, **variables):
         with served(label, **variables) as (base, host, redis_port):
-            listener = events.Events(redis_port, TENANT)
+            listener = events.Events(redis_port, TENANT, REDIS_PASSWORD)
             listener.start()
             try:
                 seed(base, token)

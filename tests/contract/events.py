@@ -13,11 +13,12 @@ import yaml
 class Events(threading.Thread):
     """A Redis subscriber on `unread:events:<tenant>` (RESP over a socket)."""
 
-    def __init__(self, redis_port, tenant):
+    def __init__(self, redis_port, tenant, password):
         super().__init__(daemon=True)
         self.socket = socket.create_connection(("127.0.0.1", redis_port))
-        self.socket.sendall(f"SUBSCRIBE unread:events:{tenant}\r\n".encode())
+        self.socket.sendall(f"AUTH {password}\r\nSUBSCRIBE unread:events:{tenant}\r\n".encode())
         self.reader = self.socket.makefile("rb")
+        self.read_reply()  # AUTH's +OK
         self.read_reply()  # the subscription's confirmation
         self.messages = []
 

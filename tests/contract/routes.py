@@ -1,5 +1,7 @@
-"""Every route of spin.toml has a path in openapi.yaml, and every path of
-openapi.yaml is served by the route it names (`x-spin-route`), by Spin's
+"""Every route of spin.toml has a path in openapi.yaml, every path of
+openapi.yaml is served by the route it names (`x-spin-route`), and
+README's route table lists exactly openapi.yaml's operations with the
+component serving each, by Spin's
 routing rules for the kinds of route spin.toml uses, exact and trailing
 wildcard: an exact route beats any wildcard, the longest wildcard prefix wins.
 tools/host/src/routes.rs routes with Spin's own router (routefinder), which
@@ -83,8 +85,37 @@ def check(manifest=ROOT / "spin.toml", document=ROOT / "openapi.yaml"):
     return routes, paths, problems
 
 
+README_ROW = re.compile(r"^\| `(GET|POST) (/[^`]*)` \| ([a-z-]+) \|")
+
+
+def check_readme(routes, paths, readme=ROOT / "README.md"):
+    """README's route table names every operation of openapi.yaml, with the
+    spin.toml component that serves it, and nothing else."""
+    problems = []
+    listed = {}
+    for line in readme.read_text().splitlines():
+        row = README_ROW.match(line)
+        if row:
+            method, path, component = row.groups()
+            listed[(method.lower(), path)] = component
+    for path, item in paths.items():
+        for method in METHODS & set(item):
+            served = routes.get(item.get("x-spin-route"))
+            if (method, path) not in listed:
+                problems.append(f"README.md: the route table lacks {method.upper()} {path}")
+            elif listed[(method, path)] != served:
+                problems.append(
+                    f"README.md: {method.upper()} {path} is served by {served}, not {listed[(method, path)]}"
+                )
+    for method, path in listed:
+        if method not in paths.get(path, {}):
+            problems.append(f"README.md: {method.upper()} {path} is not in openapi.yaml")
+    return problems
+
+
 def main():
     routes, paths, problems = check()
+    problems += check_readme(routes, paths)
     for problem in problems:
         print(f"routes: {problem}", file=sys.stderr)
     print(f"routes: {len(routes)} spin.toml routes, {len(paths)} openapi.yaml paths: {'mismatch' if problems else 'match'}")

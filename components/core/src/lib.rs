@@ -264,7 +264,9 @@ async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: 
         require_loaded: store.is_some(),
         members: Members { tenant, users },
     };
-    redis::run(&leave).await
+    let (removed, unanswered) = redis::run(&leave).await?;
+    answer_from_truth(store, tenant, &unanswered, limits).await?;
+    Ok(removed)
 }
 
 /// What a touch adds to the truth besides the message the app stored: the

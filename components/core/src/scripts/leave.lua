@@ -3,19 +3,22 @@
 -- touches of it (held back, replayed) change nothing until a join brings the
 -- member back, and the newest kept conversation takes the free place in
 -- the list. A user with no state at all gets nothing (no keys for an empty
--- operation); with a SQL store neither does one Redis has not loaded (the
--- truth answers for them).
--- Reply: how many members had it.
+-- operation). With a SQL store, members Redis has not loaded are named in
+-- the reply instead: the caller rebuilds them from the truth (which no
+-- longer has them in the conversation), so that their badge is pushed too.
+-- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
   args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, max_conversations, max_kept = A.conversation, tonumber(A.max_conversations), tonumber(A.max_kept)
-local removed = 0
+local removed, unanswered = 0, {}
 for _, m in ipairs(members) do
   local st, where = find(m, conv)
-  local known = redis.call('EXISTS', m.meta) == 1 and not unloaded(m, A.require_loaded)
-  if (st and not has_flag(st, 'x')) or (not st and known) then
+  local known = redis.call('EXISTS', m.meta) == 1
+  if unloaded(m, A.require_loaded) then
+    unanswered[#unanswered + 1] = m.user
+  elseif (st and not has_flag(st, 'x')) or (not st and known) then
     local moved = false
     if where == 'conv' then
       local _, was = unlist(m, conv)
@@ -31,4 +34,6 @@ for _, m in ipairs(members) do
     idle(m, A.idle_ttl)
   end
 end
-return removed
+local out = {removed, #unanswered}
+for _, user in ipairs(unanswered) do out[#out + 1] = user end
+return out

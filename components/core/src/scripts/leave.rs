@@ -4,6 +4,7 @@ use crate::Error;
 use crate::keys::events_channel;
 use crate::script::{Call, Lua, Reply, Script, lua};
 use crate::scripts::Members;
+use crate::scripts::common::unanswered;
 
 /// The members' state of `conversation` goes, a tombstone stays.
 pub struct Leave<'a> {
@@ -15,8 +16,8 @@ pub struct Leave<'a> {
 }
 
 impl Script for Leave<'_> {
-    /// How many members had it.
-    type Reply = u32;
+    /// How many members had it, and the members left to the SQL store.
+    type Reply = (u32, Vec<String>);
 
     fn lua() -> &'static Lua {
         lua!("leave.lua")
@@ -32,7 +33,8 @@ impl Script for Leave<'_> {
         self.members.encode(call, |_, _| {});
     }
 
-    fn decode(&self, reply: &mut Reply) -> Result<u32, Error> {
-        Ok(u32::try_from(reply.number()?).unwrap_or(u32::MAX))
+    fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
+        let removed = u32::try_from(reply.number()?).unwrap_or(u32::MAX);
+        Ok((removed, unanswered(reply)?))
     }
 }
