@@ -1,4 +1,4 @@
-//! Semantics 9 and 10: one Redis round trip per call (touch, mark-read, a
+//! One Redis round trip per call (touch, mark-read, a
 //! list page, badge, and the per-conversation changes), one connection per
 //! request at most (cached across requests of a reused instance), and
 //! `Content-Length` on every answer.
@@ -129,4 +129,45 @@ async fn every_answer_carries_content_length() {
     for (name, answer) in answers {
         assert_eq!(answer.content_length, Some(answer.length), "{name}: {:?}", answer.body);
     }
+}
+
+/// Redis commands run so far, inside scripts included (every `cmdstat_`
+/// line of `INFO commandstats` but the scripts' own calls and `INFO`).
+fn commands_run(app: &App) -> u64 {
+    let mut redis = app.redis.connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis).unwrap();
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
+        .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Mentions pile up while a group goes unread; what a touch does per member
+/// must not grow with them (each pending mention is a sorted-set member the
+/// script never walks): the same commands with 2 or 2 000 pending.
+#[tokio::test]
+async fn a_touch_costs_the_same_with_thousands_of_mentions_pending() {
+    let app = App::start().await;
+    let members: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    let touch = |seq: u64| {
+        let mut touch = message("acme", "g", seq, 1_000 + seq, "m0", &members);
+        touch["mention_all"] = json!(true);
+        touch
+    };
+    let mut cost = Vec::new();
+    let mut seq = 0;
+    for pending in [2, 2_000] {
+        while seq < pending {
+            seq += 1;
+            assert_eq!(app.touch(touch(seq)).await.status, 200);
+        }
+        let before = commands_run(&app);
+        seq += 1;
+        assert_eq!(app.touch(touch(seq)).await.status, 200);
+        cost.push(commands_run(&app) - before);
+    }
+    assert_eq!(cost[0], cost[1], "commands of one touch with 2 and with 2 000 mentions pending");
+    assert_eq!(app.row("acme", "m7", "g").await.unwrap()["mentions"], seq);
 }

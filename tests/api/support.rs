@@ -111,6 +111,19 @@ impl RedisServer {
         keys.sort();
         keys
     }
+
+    /// Every key with its serialized value (`DUMP`), sorted: equal when
+    /// nothing was written in between.
+    pub fn dump(&self) -> Vec<(String, Vec<u8>)> {
+        let mut redis = self.connection().unwrap();
+        self.keys()
+            .into_iter()
+            .map(|key| {
+                let value: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut redis).unwrap();
+                (key, value)
+            })
+            .collect()
+    }
 }
 
 impl Drop for RedisServer {

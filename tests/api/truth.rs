@@ -267,3 +267,28 @@ async fn a_sql_store_that_stops_answering_is_a_503_not_a_hung_request() {
     assert!(!answer.body["error"]["message"].as_str().unwrap().contains("no answer"), "{:?}", answer.body);
     assert!(app.redis.keys().is_empty(), "nothing reached Redis: the truth comes first");
 }
+
+/// A touch in another category than the conversation's head is refused
+/// before anything is written: no sender cursor, no mention in SQL, and
+/// Redis as it was.
+#[tokio::test]
+async fn a_touch_refused_for_its_category_writes_nothing() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
+        let mentions = || async { store.rows("SELECT COUNT(*) FROM unread_mentions", &[]).await[0][0].clone() };
+        let before = (store.cursors("acme").await, mentions().await, app.redis.dump());
+        let mut touch = message("acme", "c1", 2, 1_002, "u1", &["u1", "u2"]);
+        touch["category"] = json!("system");
+        touch["mentions"] = json!(["u2"]);
+        store.store_message("acme", "c1", 2, 1_002, "u1", &touch["preview"].to_string()).await;
+        let refused = app.touch(touch).await;
+        assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (409, Some("conflict")), "{kind:?}");
+        let after = (store.cursors("acme").await, mentions().await, app.redis.dump());
+        assert_eq!(after, before, "{kind:?}: the refused touch wrote");
+        drop(app);
+        store.drop_database().await;
+    }
+}

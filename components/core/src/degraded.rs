@@ -19,7 +19,7 @@ async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Resu
     let truth = sql::truth(url, &who.tenant, users, limits).await?;
     if let Some(version) = version {
         // Best effort: if Redis moved meanwhile, the next request rebuilds.
-        let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth).await;
+        let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true).await;
     }
     Ok(truth.rows)
 }

@@ -61,10 +61,13 @@ impl Guest for Core {
         let store = sql::configured().await?;
         let mut members = roles(&message);
         if let Some(url) = &store {
-            record_in_truth(url, &message).await?;
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
-            let truly = sql::members_among(url, &message.tenant, &message.conversation, &users).await?;
-            members.retain(|(user, _)| truly.contains(user));
+            let (in_view, category) = sql::audience(url, &message.tenant, &message.conversation, &users).await?;
+            if let Some(category) = category.filter(|c| *c != message.category) {
+                return Err(category_conflict("in the message store", &category));
+            }
+            record_in_truth(url, &message).await?;
+            members.retain(|(user, _)| in_view.contains(user));
         }
         let touch = Touch {
             tenant: &message.tenant,
@@ -80,9 +83,7 @@ impl Guest for Core {
             members,
         };
         match redis::run(&touch).await? {
-            Touched::Conflict { user, category } => Err(Error::Conflict(format!(
-                "conversation is in category {category:?} for member {user:?}; a conversation keeps its category"
-            ))),
+            Touched::Conflict { user, category } => Err(category_conflict(&format!("for member {user:?}"), &category)),
             Touched::Done { applied, unanswered } => {
                 answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
                 Ok(applied)
@@ -354,6 +355,12 @@ fn check_exact(value: u64, field: &str) -> Result<(), Error> {
 
 fn no_sql_store() -> Error {
     Error::NoSqlStore("this call needs the SQL store: set the sql_url variable".into())
+}
+
+/// A touch in another category than the conversation's (`whose`: where the
+/// conversation has it).
+fn category_conflict(whose: &str, category: &str) -> Error {
+    Error::Conflict(format!("the conversation is in category {category:?} {whose}; a conversation keeps its category"))
 }
 
 /// The user has no such conversation.

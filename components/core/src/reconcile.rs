@@ -70,7 +70,7 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         let truth = sql::truth(url, tenant, &pending, limits).await?;
         let users: Vec<(String, String)> = pending.iter().cloned().zip(versions).collect();
         let mut moved = Vec::new();
-        for rebuilt in rebuild(tenant, &users, &truth).await? {
+        for rebuilt in rebuild(tenant, &users, &truth, false).await? {
             if rebuilt.done || attempt == ATTEMPTS {
                 done.push(rebuilt);
             } else {
@@ -85,8 +85,14 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
     Ok(done)
 }
 
-/// Rewrites each (user, expected version) from `truth` where it differs.
-pub async fn rebuild(tenant: &str, users: &[(String, String)], truth: &Truth) -> Result<Vec<Rebuilt>, Error> {
+/// Rewrites each (user, expected version) from `truth` where it differs;
+/// `load_empty`: see [`Rebuild::load_empty`].
+pub async fn rebuild(
+    tenant: &str,
+    users: &[(String, String)],
+    truth: &Truth,
+    load_empty: bool,
+) -> Result<Vec<Rebuilt>, Error> {
     let users = users
         .iter()
         .map(|(user, version)| TruthUser {
@@ -96,7 +102,7 @@ pub async fn rebuild(tenant: &str, users: &[(String, String)], truth: &Truth) ->
             rows: truth.rows.iter().filter(|r| &r.user == user).collect(),
         })
         .collect();
-    redis::run(&Rebuild { tenant, users }).await
+    redis::run(&Rebuild { tenant, users, load_empty }).await
 }
 
 /// One warning line per conversation whose drift is above the threshold.

@@ -225,42 +225,74 @@ pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64
     execute(url, |store| insert_new(store, "unread_recalls (tenant, conversation, seq)", 3, 1), params).await
 }
 
-/// Which of `users` the memberships view has in the conversation: a touch
-/// applies to those only, so that one held back past a leave (or naming
-/// someone by mistake) cannot give a non-member the conversation.
-pub async fn members_among(
+/// Who a touch reaches, as the truth has it: which of `users` the
+/// memberships view has in the conversation (a touch held back past a leave,
+/// or naming someone by mistake, must not give a non-member the
+/// conversation), and the conversation's category in the heads view, if it
+/// has a head (a touch in another category is refused before it writes).
+/// One statement per chunk of users; the first also reads the head.
+pub async fn audience(
     url: &str,
     tenant: &str,
     conversation: &str,
     users: &[String],
-) -> Result<std::collections::HashSet<String>, Error> {
+) -> Result<(std::collections::HashSet<String>, Option<String>), Error> {
     let mut members = std::collections::HashSet::new();
-    for users in users.chunks(ROWS_PER_STATEMENT) {
+    let mut category = None;
+    // At least one statement, so that the head is read even with no users.
+    let chunks: Vec<&[String]> = if users.is_empty() { vec![&[]] } else { users.chunks(ROWS_PER_STATEMENT).collect() };
+    for (i, users) in chunks.into_iter().enumerate() {
+        let with_head = i == 0;
         let statement = |store: &Store| {
-            let list = (0..users.len()).map(|i| store.placeholder(i + 3)).collect::<Vec<_>>().join(", ");
-            let user = match store {
-                Store::Mysql(_) => "CAST(user_id AS BINARY)",
-                Store::Postgres(_) => "user_id",
+            let cast = |column: &str| match store {
+                Store::Mysql(_) => format!("CAST({column} AS BINARY)"),
+                Store::Postgres(_) => column.to_string(),
             };
-            format!(
-                "SELECT DISTINCT {user} FROM unread_memberships WHERE tenant = {} AND conversation = {} \
-                 AND user_id IN ({list})",
-                store.placeholder(1),
-                store.placeholder(2)
-            )
+            let mut n = 0;
+            let mut next = || {
+                n += 1;
+                store.placeholder(n)
+            };
+            let mut parts = Vec::new();
+            if with_head {
+                parts.push(format!(
+                    "SELECT 'c' AS kind, {} AS value FROM unread_conversation_heads WHERE tenant = {} \
+                     AND conversation = {}",
+                    cast("COALESCE(category, 'chat')"),
+                    next(),
+                    next()
+                ));
+            }
+            if !users.is_empty() {
+                let (t, c) = (next(), next());
+                let list = (0..users.len()).map(|_| next()).collect::<Vec<_>>().join(", ");
+                parts.push(format!(
+                    "SELECT DISTINCT 'm' AS kind, {} AS value FROM unread_memberships WHERE tenant = {t} \
+                     AND conversation = {c} AND user_id IN ({list})",
+                    cast("user_id")
+                ));
+            }
+            parts.join(" UNION ALL ")
         };
-        let mut params = vec![text(tenant), text(conversation)];
-        params.extend(users.iter().map(|u| text(u)));
-        for mut row in query(url, statement, params).await? {
-            match row.pop() {
-                Some(Value::Text(user)) => {
-                    members.insert(user);
+        let mut params = Vec::new();
+        if with_head {
+            params.extend([text(tenant), text(conversation)]);
+        }
+        if !users.is_empty() {
+            params.extend([text(tenant), text(conversation)]);
+            params.extend(users.iter().map(|u| text(u)));
+        }
+        for row in query(url, statement, params).await? {
+            match <[Value; 2]>::try_from(row) {
+                Ok([Value::Text(kind), Value::Text(value)]) if kind == "m" => {
+                    members.insert(value);
                 }
-                _ => return Err(malformed("user_id")),
+                Ok([Value::Text(kind), Value::Text(value)]) if kind == "c" => category = Some(value),
+                _ => return Err(malformed("unread_memberships / unread_conversation_heads")),
             }
         }
     }
-    Ok(members)
+    Ok((members, category))
 }
 
 /// The next `limit` users of a tenant with a membership, after `after`.

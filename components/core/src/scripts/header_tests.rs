@@ -150,6 +150,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&Rebuild {
             tenant: "t",
             users: vec![TruthUser { user: "u", version: "3", partial: false, rows: vec![&row] }],
+            load_empty: false,
         }),
         encoded(&Versions { tenant: "t", users: &users }),
         encoded(&ForgetLoaded { users: &pairs }),

@@ -8,10 +8,12 @@
 -- conversation, l (listed) or k (kept), score ('' if none), last, read,
 -- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
 -- above read), preview.
+-- A user with nothing in the truth and no keys is left without any unless
+-- `load_empty` (they asked themselves).
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'idle_ttl', 'channel'},
+  args = {'idle_ttl', 'channel', 'load_empty'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
 
@@ -199,6 +201,11 @@ for _, u in ipairs(users) do
   out[#out + 1] = u.user
   if version(u) ~= u.version then
     for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
+  elseif A.load_empty ~= '1' and u.rows == '' and redis.call('EXISTS', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks, u.meta) == 0 then
+    -- Nothing in the truth and nothing here, and named by another caller (a
+    -- leave or delete for a stranger, say): no keys; staying unloaded, the
+    -- user's next read asks SQL, which answers nothing as cheaply.
+    for _, v in ipairs({'ok', 0, 0, 0}) do out[#out + 1] = v end
   else
     local truth = parse(u.rows)
     local differs_at_all, details, max_drift = compare(u, truth)

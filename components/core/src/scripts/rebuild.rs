@@ -20,6 +20,10 @@ pub struct TruthUser<'a> {
 pub struct Rebuild<'a> {
     pub tenant: &'a str,
     pub users: Vec<TruthUser<'a>>,
+    /// Whether a user with nothing in the truth and no keys gets an empty,
+    /// loaded state (expiring when idle): yes when they asked themselves (so
+    /// that their next read is Redis's), no when someone else named them.
+    pub load_empty: bool,
 }
 
 /// What the rebuild did for one user.
@@ -46,6 +50,7 @@ impl Script for Rebuild<'_> {
     fn encode(&self, call: &mut Call) {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.tenant));
+        call.arg("load_empty", self.load_empty);
         call.each(&self.users, |item, truth| {
             UserKeys::new(self.tenant, truth.user).encode(item);
             item.arg("user", truth.user);
