@@ -1,4 +1,4 @@
-//! Semantics 4 and 7 under concurrency: a phone clearing while messages
+//! Counting under concurrency: a phone clearing while messages
 //! arrive never loses a count, and the badge always equals the sum of the
 //! list, checked against a model computed from sequence numbers.
 

@@ -1,4 +1,4 @@
-//! Semantic 11: bad input gets a clear 4xx in the error shape and writes
+//! Bad input gets a clear 4xx in the error shape and writes
 //! nothing; Redis unreachable gets 503, saying nothing of why (the reason
 //! goes to the operator's log: see logs.rs).
 

@@ -1,4 +1,4 @@
-//! Issue 4, hostile input: hand-written attacks on every route that takes a
+//! Hostile input: hand-written attacks on every route that takes a
 //! body or a query. Each one must get its documented 4xx in the JSON error
 //! shape, with Content-Length, and Redis must hold exactly what it held
 //! before the barrage (key by key, value by value, DUMP by DUMP).
@@ -50,7 +50,7 @@ impl Route {
     }
 }
 
-/// Every route that takes a JSON body, old and new (issue 4), with a valid body.
+/// Every route that takes a JSON body, with a valid body.
 fn body_routes() -> Vec<Route> {
     use Caller::{Admin as O, App as A, Service as S};
     vec![

@@ -1,4 +1,4 @@
-//! Issue 4, isolation: a caller reaches its own state only. Tenant acme's u1
+//! Isolation: a caller reaches its own state only. Tenant acme's u1
 //! tries, through every body field, query parameter and path of every app
 //! route, to read or change acme/u2's or beta/u1's state; the victims' list,
 //! badge and Redis keys must not move. Service and admin routes refuse app

@@ -3,6 +3,7 @@
 mod auth;
 mod chat;
 mod concurrency;
+mod counting;
 mod errors;
 mod history;
 mod hostile;
@@ -14,7 +15,6 @@ mod outage;
 mod reconcile;
 mod round_trips;
 mod secured;
-mod semantics;
 mod storage;
 mod store;
 mod support;

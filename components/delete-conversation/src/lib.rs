@@ -1,5 +1,5 @@
 //! `POST /v1/admin/conversations/{id}/delete` (admin token): a conversation
-//! was deleted or a group dissolved (seed 000). `{"tenant", "members": [...]}`
+//! was deleted or a group dissolved. `{"tenant", "members": [...]}`
 //! (at most 500 a call): each member's state for it goes and their badges
 //! drop in the same step; its read cursors leave the SQL store.
 

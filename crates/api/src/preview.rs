@@ -1,6 +1,6 @@
 //! Previews: the JSON object a touch (or a recall) gives, stored compact and
-//! returned as given; and its lock-screen form (seed 000: a notification on a
-//! locked phone shows a trimmed preview): only allow-listed fields, and the
+//! returned as given; and its lock-screen form (a notification on a locked
+//! phone shows a trimmed preview): only allow-listed fields, and the
 //! text cut to a number of characters.
 
 use serde_json::value::RawValue;

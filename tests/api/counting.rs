@@ -1,4 +1,7 @@
-//! Semantics 1-3, 5, 6 and 8 of the walking skeleton, in both instance modes.
+//! How a conversation counts, in both instance modes: unread is the last
+//! seq minus the read cursor; replayed and reordered touches land in the same
+//! state; the sender never counts its own message; the cursor never moves
+//! back; the list is newest first and pages once; keys are per tenant and user.
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;

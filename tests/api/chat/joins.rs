@@ -1,0 +1,69 @@
+//! Joining late and deleted conversations: a late member counts only what came
+//! after, and a late touch of a deleted conversation changes nothing.
+
+use serde_json::json;
+
+use super::{badge_of, ids, messages, row};
+use crate::store::{KINDS, MessageStore};
+use crate::support::{Answer, App, SERVICE_TOKEN, Setup, assert_badge_consistent, message};
+
+#[tokio::test]
+async fn a_late_touch_of_a_deleted_conversation_changes_nothing() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 2, 1_000).await;
+    messages(&app, "c2", 1, 1, 2_000).await;
+    let held_back = message("acme", "c1", 3, 1_003, "u1", &["u1", "u2", "u3"]);
+    assert_eq!(app.delete_conversation("acme", "c1", &["u1", "u2", "u3"]).await.body["removed"], 3);
+    let before = app.redis.user_key_space("acme", "u2");
+    assert_eq!(app.touch(held_back).await.body["applied"], false);
+    assert_eq!(app.redis.user_key_space("acme", "u2"), before);
+    assert_eq!(ids(&app.whole_list("acme", "u2", 20).await), ["c2"]);
+    assert_badge_consistent(&app, "acme", "u2").await;
+}
+
+async fn join(app: &App, conversation: &str, seq: u64, members: &[&str]) -> Answer {
+    let body = json!({"tenant": "acme", "conversation": conversation, "seq": seq, "members": members});
+    app.send("POST", "/v1/join", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+}
+
+#[tokio::test]
+async fn a_member_who_joins_late_counts_only_what_came_after() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 5, 1_000).await;
+    assert_eq!(join(&app, "c1", 5, &["u9"]).await.body, json!({"conversation": "c1", "seq": 5, "changed": 1}));
+    let mut touch = message("acme", "c1", 6, 1_006, "u1", &["u1", "u2", "u9"]);
+    touch["mentions"] = json!(["u9"]);
+    app.touch(touch).await;
+    let rows = app.whole_list("acme", "u9", 20).await;
+    assert_eq!(
+        (rows[0]["unread"].clone(), rows[0]["read_seq"].clone(), rows[0]["mentions"].clone()),
+        (json!(1), json!(5), json!(1))
+    );
+    // Told after its first touch, or twice: the same.
+    assert_eq!(join(&app, "c1", 4, &["u2"]).await.body["changed"], 1);
+    assert_eq!(join(&app, "c1", 4, &["u2"]).await.body["changed"], 0);
+    assert_eq!(row(&app.whole_list("acme", "u2", 20).await, "c1")["unread"], 2);
+    assert_badge_consistent(&app, "acme", "u9").await;
+}
+
+#[tokio::test]
+async fn a_late_join_is_in_the_truth() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u9".to_string()]).await;
+        for seq in 1..=4 {
+            let touch = message("acme", "c1", seq, 1_000 + seq, "u1", &["u1", "u9"]);
+            store.store_message("acme", "c1", seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+            if seq == 4 {
+                assert_eq!(join(&app, "c1", 3, &["u9"]).await.status, 200, "{kind:?}");
+            }
+            app.touch(touch).await;
+        }
+        assert_eq!(store.cursors("acme").await.get(&("u9".to_string(), "c1".to_string())), Some(&3), "{kind:?}");
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        assert_eq!(badge_of(&app, "u9", "").await["total"], 1, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

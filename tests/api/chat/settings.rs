@@ -1,0 +1,145 @@
+//! Per-conversation settings: mute, pin (first, capped, never trimmed), mark
+//! unread; and that each is in the SQL truth.
+
+use serde_json::json;
+
+use super::{badge_of, flag, ids, messages, recall, row};
+use crate::store::{KINDS, MessageStore};
+use crate::support::{App, Setup, assert_badge_consistent, jwt, message};
+
+#[tokio::test]
+async fn a_muted_conversation_keeps_its_unread_but_leaves_the_badge_total() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 3, 1_000).await;
+    messages(&app, "c2", 1, 2, 2_000).await;
+    let muted = flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
+    assert_eq!(muted.status, 200, "{:?}", muted.body);
+    assert_eq!(
+        (muted.body["conversation"]["muted"].clone(), muted.body["conversation"]["unread"].clone()),
+        (json!(true), json!(3))
+    );
+    assert_eq!(muted.body["badge"], json!({"total": 2, "muted": 3, "mentions": 0, "categories": {"chat": 2}}));
+    assert_eq!(
+        flag(&app, "u2", "c1", "mute", json!({"muted": true})).await.body,
+        muted.body,
+        "muting again changes nothing"
+    );
+    let rows = app.whole_list("acme", "u2", 20).await;
+    assert_eq!((row(&rows, "c1")["unread"].clone(), row(&rows, "c1")["muted"].clone()), (json!(3), json!(true)));
+    messages(&app, "c1", 4, 1, 1_000).await;
+    assert_eq!(
+        badge_of(&app, "u2", "").await,
+        json!({"total": 2, "muted": 4, "mentions": 0, "categories": {"chat": 2}, "degraded": false})
+    );
+    assert_eq!(badge_of(&app, "u3", "").await["total"], 6, "another member's mute is not u3's");
+    let unmuted = flag(&app, "u2", "c1", "mute", json!({"muted": false})).await;
+    assert_eq!(unmuted.body["badge"], json!({"total": 6, "muted": 0, "mentions": 0, "categories": {"chat": 6}}));
+    assert_badge_consistent(&app, "acme", "u2").await;
+}
+
+#[tokio::test]
+async fn pinned_conversations_come_first_newest_first_and_are_capped() {
+    let app = App::start().await;
+    for (i, conversation) in ["c1", "c2", "c3", "c4", "c5", "c6", "c7"].iter().enumerate() {
+        messages(&app, conversation, 1, 1, 1_000 * (i as u64 + 1)).await;
+    }
+    for conversation in ["c1", "c3"] {
+        assert_eq!(
+            flag(&app, "u2", conversation, "pin", json!({"pinned": true})).await.body["conversation"]["pinned"],
+            true
+        );
+    }
+    let expected = ["c3", "c1", "c7", "c6", "c5", "c4", "c2"];
+    for page_size in [1, 2, 3, 20] {
+        assert_eq!(ids(&app.whole_list("acme", "u2", page_size).await), expected, "page size {page_size}");
+    }
+    assert_eq!(ids(&app.whole_list("acme", "u3", 20).await)[0], "c7", "pins are per user");
+    messages(&app, "c1", 2, 1, 9_000).await;
+    assert_eq!(ids(&app.whole_list("acme", "u2", 2).await)[..3], ["c1", "c3", "c7"]);
+    for conversation in ["c4", "c5", "c6"] {
+        assert_eq!(flag(&app, "u2", conversation, "pin", json!({"pinned": true})).await.status, 200);
+    }
+    let sixth = flag(&app, "u2", "c7", "pin", json!({"pinned": true})).await;
+    assert_eq!((sixth.status, sixth.body["error"]["code"].as_str()), (409, Some("too_many_pins")));
+    assert_eq!(
+        flag(&app, "u2", "c3", "pin", json!({"pinned": true})).await.status,
+        200,
+        "pinning a pinned one again is fine"
+    );
+    assert_eq!(flag(&app, "u2", "c3", "pin", json!({"pinned": false})).await.body["conversation"]["pinned"], false);
+    assert_eq!(flag(&app, "u2", "c7", "pin", json!({"pinned": true})).await.status, 200);
+    assert_eq!(ids(&app.whole_list("acme", "u2", 3).await), ["c1", "c7", "c6", "c5", "c4", "c3", "c2"]);
+}
+
+#[tokio::test]
+async fn a_pinned_conversation_is_never_trimmed() {
+    let app = App::with(Setup { max_conversations: 3, ..Setup::default() }).await;
+    messages(&app, "old", 1, 1, 1_000).await;
+    flag(&app, "u2", "old", "pin", json!({"pinned": true})).await;
+    for (i, conversation) in ["c1", "c2", "c3"].iter().enumerate() {
+        messages(&app, conversation, 1, 1, 2_000 + i as u64).await;
+    }
+    assert_eq!(ids(&app.whole_list("acme", "u2", 20).await), ["old", "c3", "c2"]);
+    assert_eq!(ids(&app.whole_list("acme", "u3", 20).await), ["c3", "c2", "c1"]);
+    assert_badge_consistent(&app, "acme", "u2").await;
+}
+
+#[tokio::test]
+async fn mark_unread_counts_one_until_the_next_mark_read() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 2, 1_000).await;
+    messages(&app, "c2", 1, 3, 2_000).await;
+    app.mark_read("acme", "u2", "c1", 2).await;
+    let marked = flag(&app, "u2", "c1", "mark-unread", json!({})).await;
+    assert_eq!(marked.status, 200, "{:?}", marked.body);
+    assert_eq!(
+        (marked.body["conversation"]["marked_unread"].clone(), marked.body["conversation"]["unread"].clone()),
+        (json!(true), json!(0))
+    );
+    assert_eq!(marked.body["badge"]["total"], 4);
+    let empty_body = app.send("POST", "/v1/conversations/c2/mark-unread", Some(jwt("acme", "u2")), None).await;
+    assert_eq!(empty_body.body["badge"]["total"], 4, "a conversation with unread messages counts them, not one more");
+    flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
+    assert_eq!(badge_of(&app, "u2", "").await["total"], 3, "a muted mark counts nothing");
+    flag(&app, "u2", "c1", "mute", json!({"muted": false})).await;
+    let read = app.mark_read("acme", "u2", "c1", 1).await;
+    assert_eq!(read.body["badge"]["total"], 3, "mark-read clears the mark even below the cursor");
+    assert_eq!(row(&app.whole_list("acme", "u2", 20).await, "c1")["marked_unread"], false);
+    let unknown = flag(&app, "u2", "nope", "mark-unread", json!({})).await;
+    assert_eq!((unknown.status, unknown.body["error"]["code"].as_str()), (404, Some("unknown_conversation")));
+    assert_badge_consistent(&app, "acme", "u2").await;
+}
+
+#[tokio::test]
+async fn flags_mentions_and_recalls_are_in_the_truth() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        for seq in 1..=3 {
+            let mut touch = message("acme", "c1", seq, 1_000 + seq, "u1", &["u1", "u2"]);
+            touch["mentions"] = json!(["u2"]);
+            store.store_message("acme", "c1", seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+            app.touch(touch).await;
+        }
+        recall(&app, "c1", 3, &["u1", "u2"]).await;
+        let muted = flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
+        assert_eq!(muted.status, 200, "{kind:?}: {:?}", muted.body);
+        assert_eq!(flag(&app, "u2", "c1", "pin", json!({"pinned": true})).await.status, 200, "{kind:?}");
+        let before = app.whole_list("acme", "u2", 20).await;
+        assert_eq!((before[0]["unread"].clone(), before[0]["mentions"].clone()), (json!(2), json!(2)), "{kind:?}");
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        assert_eq!(app.whole_list("acme", "u2", 20).await, before, "{kind:?}");
+        app.redis.kill();
+        app.redis.restart();
+        assert_eq!(app.list("acme", "u2", "").await.body["degraded"], true, "{kind:?}: Redis lost everything");
+        assert_eq!(app.whole_list("acme", "u2", 20).await, before, "{kind:?}: rebuilt from the truth");
+        assert_eq!(
+            badge_of(&app, "u2", "").await,
+            json!({"total": 0, "muted": 2, "mentions": 2, "categories": {}, "degraded": false})
+        );
+        drop(app);
+        store.drop_database().await;
+    }
+}
