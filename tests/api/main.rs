@@ -3,6 +3,7 @@
 mod auth;
 mod chat;
 mod concurrency;
+mod cors;
 mod counting;
 mod errors;
 mod history;

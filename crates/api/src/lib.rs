@@ -7,6 +7,7 @@
 mod auth;
 mod body;
 mod config;
+mod cors;
 mod ident;
 mod preview;
 mod problem;

@@ -1,6 +1,7 @@
 //! What happens around every request, in one place: its id, the error body
 //! of a refusal, the `x-request-id` header, the operator's log of a 5xx and
-//! one JSON log line per request.
+//! one JSON log line per request; and browsers' cross-origin calls (see
+//! [`crate::cors`]).
 //!
 //! The request id is the caller's `x-request-id` when that is a plain token
 //! (1-64 of `[A-Za-z0-9._-]`), else a fresh random one; every answer carries
@@ -25,7 +26,7 @@ use std::time::Instant;
 use spin_sdk::http::{HeaderValue, Request, Response};
 
 use crate::render::Body;
-use crate::{Answer, Identifier};
+use crate::{Answer, Identifier, cors};
 
 /// Serves one request with `handle` and does what every function does around
 /// it (see the module documentation). `function` names the function in the log.
@@ -37,7 +38,16 @@ where
     let started = Instant::now();
     let request_id = request_id(request.headers().get("x-request-id"), random_id);
     let method = request.method().as_str().to_string();
-    let (answer, noted) = Scoped::new(handle(request)).await;
+    // A browser's preflight is answered here, without the handler; other
+    // answers to an allowed origin get its headers at the end.
+    let (answer, noted, origin) = match cors::allowed_origin(&request).await {
+        Err(problem) => (Err(problem), Noted::default(), None),
+        Ok(origin) if cors::is_preflight(&request) => (cors::preflight(origin), Noted::default(), None),
+        Ok(origin) => {
+            let (answer, noted) = Scoped::new(handle(request)).await;
+            (answer, noted, origin)
+        }
+    };
     let mut response = match answer {
         Ok(response) => response,
         Err(problem) => {
@@ -49,6 +59,9 @@ where
     };
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", value);
+    }
+    if let Some(origin) = &origin {
+        cors::allow(&mut response, origin);
     }
     let line = access_line(function, &method, response.status().as_u16(), started, &request_id, noted.tenant);
     log_line(&line);
