@@ -9,6 +9,7 @@ mod errors;
 mod history;
 mod hostile;
 mod isolation;
+mod latency;
 mod logs;
 mod membership;
 mod operators;

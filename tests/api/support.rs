@@ -149,11 +149,20 @@ pub struct Setup {
     pub sql_url: Option<String>,
     /// More variables, or other values for the ones above.
     pub variables: Vec<(&'static str, String)>,
+    /// TCP_NODELAY on the host's accepted connections: not Spin's
+    /// behaviour, for the benchmark's comparison only (docs/latency.md).
+    pub tcp_nodelay: bool,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None, variables: Vec::new() }
+        Setup {
+            instances: InstanceMode::spin_default(),
+            max_conversations: 100,
+            sql_url: None,
+            variables: Vec::new(),
+            tcp_nodelay: false,
+        }
     }
 }
 
@@ -223,6 +232,7 @@ impl App {
             listen: "127.0.0.1:0".parse().unwrap(),
             instances: setup.instances,
             variables,
+            tcp_nodelay: setup.tcp_nodelay,
         })
         .await
         .expect("the host starts");

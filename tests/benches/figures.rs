@@ -1,169 +1,403 @@
-//! `cargo bench --profile tools -p unread-tests`: prints throughput, latency percentiles,
-//! Redis round trips and connections per call, answer bytes and Redis memory
-//! per user — the composed components served by the host, against a private
-//! redis-server. Loopback only; bounded request counts.
+//! `cargo bench --profile tools -p unread-tests`: per function, throughput and
+//! latency (p50, p90, p99, max) at 1, 16 and 64 concurrent keep-alive
+//! clients, against two ceilings measured in the same run: the no-I/O 404
+//! route (what the platform costs) and a native client sending the same
+//! Redis scripts with the same arguments straight to Redis (what Redis
+//! costs); Redis CPU per call from `INFO commandstats`; what TCP_NODELAY on
+//! the host's sockets would change (not Spin's behaviour, see
+//! docs/latency.md); Redis memory per user. Loopback only; bounded call
+//! counts (a few minutes in all). It prints figures and asserts nothing
+//! about time.
 
 #[path = "../api/support.rs"]
 #[allow(dead_code)]
 mod support;
 
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Answer, App, SERVICE_TOKEN, Setup, jwt, message};
-use unread_host::InstanceMode;
+use support::{Answer, App, REDIS_PASSWORD, SERVICE_TOKEN, Setup, jwt, message};
 
-const CONCURRENCY: usize = 16;
+const LEVELS: [usize; 3] = [1, 16, 64];
 const USERS: usize = 1_000;
 const GROUP: usize = 20;
 
-/// What one phase measured.
-struct Figures {
-    name: String,
+/// Latencies and throughput of one phase.
+struct Run {
     calls: usize,
     elapsed: Duration,
     latencies: Vec<Duration>,
-    bytes: usize,
-    commands: u64,
-    opens: u64,
 }
 
-impl Figures {
-    fn print(&self) {
-        let pct = |p: f64| {
-            let i = ((self.latencies.len() as f64 * p).ceil() as usize).clamp(1, self.latencies.len()) - 1;
-            self.latencies[i].as_secs_f64() * 1000.0
-        };
-        println!(
-            "{:<34} {:>7} {:>9.0} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.3} {:>8}",
-            self.name,
-            self.calls,
-            self.calls as f64 / self.elapsed.as_secs_f64(),
-            pct(0.50),
-            pct(0.95),
-            pct(0.99),
-            self.commands as f64 / self.calls as f64,
-            self.opens as f64 / self.calls as f64,
-            self.bytes / self.calls,
-        );
+impl Run {
+    fn new(calls: usize, elapsed: Duration, mut latencies: Vec<Duration>) -> Run {
+        latencies.sort();
+        Run { calls, elapsed, latencies }
+    }
+
+    fn rps(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The `p` quantile in milliseconds (1.0: the maximum).
+    fn ms(&self, p: f64) -> f64 {
+        let i = ((self.latencies.len() as f64 * p).ceil() as usize).clamp(1, self.latencies.len()) - 1;
+        self.latencies[i].as_secs_f64() * 1000.0
     }
 }
 
-/// Runs `calls` requests made by `request(i)`, CONCURRENCY at a time.
-async fn phase<F, Fut>(app: &Arc<App>, name: &str, calls: usize, request: F) -> Figures
-where
-    F: Fn(Arc<App>, usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Answer> + Send,
-{
-    let request = Arc::new(request);
-    let before = app.redis_stats();
+/// `INFO commandstats` totals of the script commands: (calls, usec).
+fn script_stats(app: &App) -> (u64, u64) {
+    let mut redis = app.redis.connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis).unwrap();
+    let mut total = (0, 0);
+    for line in info.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_evalsha:").or_else(|| line.strip_prefix("cmdstat_eval:")) else {
+            continue;
+        };
+        let field = |name: &str| -> u64 {
+            rest.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        total.0 += field("calls=");
+        total.1 += field("usec=");
+    }
+    total
+}
+
+/// Runs `calls` requests made by `request(i)`, `clients` at a time, and
+/// the Redis CPU per call of the scripts they ran (usec).
+async fn phase(app: &Arc<App>, clients: usize, calls: usize, request: &Call) -> (Run, f64) {
+    let before = script_stats(app);
     let started = Instant::now();
     let mut workers = Vec::new();
-    for worker in 0..CONCURRENCY {
+    for worker in 0..clients {
         let (app, request) = (app.clone(), request.clone());
         workers.push(tokio::spawn(async move {
-            let mut out = (Vec::new(), 0usize);
-            for i in (worker..calls).step_by(CONCURRENCY) {
+            let mut latencies = Vec::new();
+            for i in (worker..calls).step_by(clients) {
                 let t = Instant::now();
                 let answer = request(app.clone(), i).await;
-                assert_eq!(answer.status, 200, "{:?}", answer.body);
-                out.0.push(t.elapsed());
-                out.1 += answer.length;
+                assert!(answer.status == 200 || answer.status == 404, "{} {:?}", answer.status, answer.body);
+                latencies.push(t.elapsed());
             }
-            out
+            latencies
         }));
     }
     let mut latencies = Vec::new();
-    let mut bytes = 0;
     for worker in workers {
-        let (l, b) = worker.await.unwrap();
-        latencies.extend(l);
-        bytes += b;
+        latencies.extend(worker.await.unwrap());
     }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let after = app.redis_stats();
-    Figures {
-        name: name.into(),
-        calls,
-        elapsed,
-        latencies,
-        bytes,
-        commands: after.commands - before.commands,
-        opens: after.opens - before.opens,
+    let run = Run::new(calls, started.elapsed(), latencies);
+    let after = script_stats(app);
+    let usec = if after.0 > before.0 { (after.1 - before.1) as f64 / (after.0 - before.0) as f64 } else { 0.0 };
+    (run, usec)
+}
+
+/// The script commands one call sends, captured with `MONITOR`: the same
+/// script (by SHA) with the same keys and arguments.
+async fn capture<Fut: std::future::Future<Output = Answer>>(app: &App, call: Fut) -> Vec<Vec<Vec<u8>>> {
+    let mut monitor = TcpStream::connect(("127.0.0.1", app.redis.port)).unwrap();
+    monitor.write_all(format!("AUTH {REDIS_PASSWORD}\r\nMONITOR\r\n").as_bytes()).unwrap();
+    let mut lines = BufReader::new(monitor);
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        lines.read_line(&mut line).unwrap(); // +OK twice
     }
+    call.await;
+    let marker = "unread-bench-capture-end";
+    let _: String = redis::cmd("ECHO").arg(marker).query(&mut app.redis.connection().unwrap()).unwrap();
+    let mut commands = Vec::new();
+    loop {
+        line.clear();
+        lines.read_line(&mut line).unwrap();
+        let Some(start) = line.find("] ") else { continue };
+        let words = monitor_words(&line[start + 2..]);
+        match words.first().map(|w| w.to_ascii_uppercase()) {
+            Some(w) if w == b"ECHO" && words.get(1).is_some_and(|m| m == marker.as_bytes()) => return commands,
+            Some(w) if w == b"EVALSHA" => commands.push(words),
+            _ => {}
+        }
+    }
+}
+
+/// The quoted words of a `MONITOR` line (`"EVALSHA" "ab\x00c"`), unescaped.
+fn monitor_words(text: &str) -> Vec<Vec<u8>> {
+    let bytes = text.trim_end().as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let mut word = Vec::new();
+        while bytes[i] != b'"' {
+            if bytes[i] == b'\\' {
+                i += 1;
+                match bytes[i] {
+                    b'n' => word.push(b'\n'),
+                    b'r' => word.push(b'\r'),
+                    b't' => word.push(b'\t'),
+                    b'a' => word.push(7),
+                    b'b' => word.push(8),
+                    b'x' => {
+                        word.push(u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap());
+                        i += 2;
+                    }
+                    other => word.push(other),
+                }
+            } else {
+                word.push(bytes[i]);
+            }
+            i += 1;
+        }
+        i += 1;
+        words.push(word);
+    }
+    words
+}
+
+/// Sends `commands` (one call's scripts) `calls` times from `clients`
+/// native connections straight to Redis.
+async fn redis_direct(app: &App, clients: usize, calls: usize, commands: &[Vec<Vec<u8>>]) -> Run {
+    let url = app.redis.url();
+    let started = Instant::now();
+    let mut threads = Vec::new();
+    for worker in 0..clients {
+        let (url, commands) = (url.clone(), commands.to_vec());
+        threads.push(tokio::task::spawn_blocking(move || {
+            let mut redis = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut latencies = Vec::new();
+            for _ in (worker..calls).step_by(clients) {
+                let t = Instant::now();
+                for words in &commands {
+                    let mut cmd = redis::cmd(std::str::from_utf8(&words[0]).unwrap());
+                    for word in &words[1..] {
+                        cmd.arg(word.as_slice());
+                    }
+                    let _: redis::Value = cmd.query(&mut redis).unwrap();
+                }
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::new();
+    for thread in threads {
+        latencies.extend(thread.await.unwrap());
+    }
+    Run::new(calls, started.elapsed(), latencies)
 }
 
 fn group_of(i: usize) -> Vec<String> {
     (0..GROUP).map(|k| format!("u{}", (i * 7 + k * 50) % USERS)).collect()
 }
 
-async fn run(instances: InstanceMode, label: &str) {
-    let app = Arc::new(App::with(Setup { instances, ..Setup::default() }).await);
-    println!("\n== {label}: {CONCURRENCY} concurrent keep-alive clients, {USERS} users, groups of {GROUP}");
-    println!(
-        "{:<34} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
-        "call", "calls", "rps", "p50 ms", "p95 ms", "p99 ms", "redis/op", "opens/op", "bytes"
-    );
-    let touches = phase(&app, "touch (group of 20)", 4_000, |app, i| async move {
-        let members = group_of(i % 200);
-        let members: Vec<&str> = members.iter().map(String::as_str).collect();
-        app.touch(message(
-            "bench",
-            &format!("g{}", i % 200),
-            1 + (i / 200) as u64,
-            1_764_460_800_000 + i as u64,
-            members[0],
-            &members,
-        ))
-        .await
-    })
-    .await;
-    touches.print();
-    phase(&app, "touch (group of 500)", 200, |app, i| async move {
-        let members: Vec<String> = (0..500).map(|k| format!("u{k}")).collect();
-        let members: Vec<&str> = members.iter().map(String::as_str).collect();
-        app.touch(message("bench", "big", 1 + i as u64, 1_764_460_900_000 + i as u64, "u0", &members)).await
-    })
-    .await
-    .print();
+type Call =
+    Arc<dyn Fn(Arc<App>, usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>> + Send + Sync>;
+
+fn call<F, Fut>(f: F) -> Call
+where
+    F: Fn(Arc<App>, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Answer> + Send + 'static,
+{
+    Arc::new(move |app, i| Box::pin(f(app, i)))
+}
+
+/// The calls measured: name, calls per level (1, 16, 64 clients), the call.
+/// `round` makes each level's touches newer than the last's.
+fn calls(round: u64) -> Vec<(&'static str, [usize; 3], Call)> {
+    let base = round * 100_000;
+    vec![
+        (
+            "touch (group of 20)",
+            [300, 2_000, 2_000],
+            call(move |app, i| async move {
+                let members = group_of(i % 200);
+                let members: Vec<&str> = members.iter().map(String::as_str).collect();
+                let seq = base + 1 + (i / 200) as u64;
+                app.touch(message(
+                    "bench",
+                    &format!("g{}", i % 200),
+                    seq,
+                    1_764_460_800_000 + seq,
+                    members[0],
+                    &members,
+                ))
+                .await
+            }),
+        ),
+        (
+            "touch (group of 500)",
+            [50, 150, 150],
+            call(move |app, i| async move {
+                let members: Vec<String> = (0..500).map(|k| format!("u{k}")).collect();
+                let members: Vec<&str> = members.iter().map(String::as_str).collect();
+                let seq = base + 1 + i as u64;
+                app.touch(message("bench", "big", seq, 1_764_460_900_000 + seq, "u0", &members)).await
+            }),
+        ),
+        (
+            "mark-read",
+            [500, 2_000, 2_000],
+            call(move |app, i| async move {
+                app.mark_read("bench", &format!("u{}", i % USERS), &format!("g{}", i % 200), base + 1 + (i % 10) as u64)
+                    .await
+            }),
+        ),
+        (
+            "list (20 per page)",
+            [500, 2_000, 2_000],
+            call(|app, i| async move { app.list("bench", &format!("u{}", i % USERS), "limit=20").await }),
+        ),
+        (
+            "badge",
+            [500, 2_000, 2_000],
+            call(|app, i| async move { app.badge("bench", &format!("u{}", i % USERS)).await }),
+        ),
+        (
+            "mute / unmute",
+            [500, 2_000, 2_000],
+            call(|app, i| async move {
+                let body = json!({"muted": (i / 500) % 2 == 0}).to_string();
+                app.send("POST", "/v1/conversations/big/mute", Some(jwt("bench", &format!("u{}", i % 500))), Some(body))
+                    .await
+            }),
+        ),
+        (
+            "recall (one member)",
+            [500, 2_000, 2_000],
+            call(move |app, i| async move {
+                let seq = base + 1 + ((i / 500) % 50) as u64;
+                let body =
+                    json!({"tenant": "bench", "conversation": "big", "seq": seq, "members": [format!("u{}", i % 500)]});
+                app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
+            }),
+        ),
+        (
+            "404 (no I/O: the platform)",
+            [500, 2_000, 2_000],
+            call(|app, i| async move { app.send("GET", &format!("/nowhere/{i}"), None, None).await }),
+        ),
+    ]
+}
+
+const HEADER: &str = "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | redis rps  redis p50 | fn/404 rps fn/redis rps | redis us/call";
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let started = Instant::now();
+    let app = Arc::new(App::with(Setup::default()).await);
+    println!("\nunread functions served by the host (Spin 4.1's instance reuse), a private redis-server, cache-only;");
+    println!("{USERS} users, groups of {GROUP}; keep-alive clients; 'redis' columns: the same scripts with the same");
+    println!("arguments sent by a native client straight to Redis; fn/404: rps against the no-I/O route's.");
+    for (level, clients) in LEVELS.iter().copied().enumerate() {
+        println!("\n== {clients} client(s)");
+        println!("{HEADER}");
+        let mut platform_rps = None;
+        let mut rows = Vec::new();
+        for (name, counts, request) in calls(level as u64) {
+            let calls = counts[level];
+            let (run, usec) = phase(&app, clients, calls, &request).await;
+            let direct = if name.starts_with("404") {
+                platform_rps = Some(run.rps());
+                None
+            } else {
+                let commands = capture(&app, request(app.clone(), calls)).await;
+                Some(redis_direct(&app, clients, calls, &commands).await)
+            };
+            rows.push((name, run, direct, usec));
+        }
+        let platform = platform_rps.unwrap();
+        for (name, run, direct, usec) in rows {
+            let (redis_rps, redis_p50, over_redis) = match &direct {
+                Some(d) => (
+                    format!("{:>9.0}", d.rps()),
+                    format!("{:>10.3}", d.ms(0.5)),
+                    format!("{:>12.2}", run.rps() / d.rps()),
+                ),
+                None => (format!("{:>9}", "-"), format!("{:>10}", "-"), format!("{:>12}", "-")),
+            };
+            println!(
+                "{:<28} {:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} | {redis_rps} {redis_p50} | {:>10.2} {over_redis} | {:>13.1}",
+                name,
+                run.calls,
+                run.rps(),
+                run.ms(0.5),
+                run.ms(0.9),
+                run.ms(0.99),
+                run.ms(1.0),
+                run.rps() / platform,
+                usec,
+            );
+        }
+    }
+
+    memory(&app).await;
     flood_pending_mentions(&app).await;
-    phase(&app, "touch (500, 10 000 @all unread)", 200, |app, i| async move {
+    let flood = call(|app, i| async move {
         let members: Vec<String> = (0..500).map(|k| format!("u{k}")).collect();
         let members: Vec<&str> = members.iter().map(String::as_str).collect();
         let mut touch = message("bench", "flood", 10_002 + i as u64, 1_764_461_000_000 + i as u64, "u0", &members);
         touch["mention_all"] = json!(true);
         app.touch(touch).await
-    })
-    .await
-    .print();
-    phase(&app, "mark-read", 4_000, |app, i| async move {
-        app.mark_read("bench", &format!("u{}", i % USERS), &format!("g{}", i % 200), 1 + (i % 10) as u64).await
-    })
-    .await
-    .print();
-    phase(&app, "list (20 per page)", 4_000, |app, i| async move {
-        app.list("bench", &format!("u{}", i % USERS), "limit=20").await
-    })
-    .await
-    .print();
-    phase(&app, "badge", 4_000, |app, i| async move { app.badge("bench", &format!("u{}", i % USERS)).await })
-        .await
-        .print();
-    phase(&app, "mute / unmute", 4_000, |app, i| async move {
-        let body = json!({"muted": (i / 500) % 2 == 0}).to_string();
-        app.send("POST", "/v1/conversations/big/mute", Some(jwt("bench", &format!("u{}", i % 500))), Some(body)).await
-    })
-    .await
-    .print();
-    phase(&app, "recall (one member)", 4_000, |app, i| async move {
-        let body = json!({"tenant": "bench", "conversation": "big", "seq": 1 + (i / 500) % 200, "members": [format!("u{}", i % 500)]});
-        app.send("POST", "/v1/recall", Some(SERVICE_TOKEN.to_string()), Some(body.to_string())).await
-    })
-    .await
-    .print();
+    });
+    let (run, usec) = phase(&app, 16, 150, &flood).await;
+    println!(
+        "\ntouch of the 500-member group whose members each have 10 000 unread @all mentions, 16 clients: {} calls, {:.0} rps, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms, Redis {:.0} us/call",
+        run.calls,
+        run.rps(),
+        run.ms(0.5),
+        run.ms(0.9),
+        run.ms(0.99),
+        run.ms(1.0),
+        usec
+    );
+    nodelay_comparison().await;
+    println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
+}
 
+/// The same Redis-backed calls with TCP_NODELAY on the host's accepted
+/// sockets (which Spin does not set) and without, 1 and 16 clients.
+async fn nodelay_comparison() {
+    println!("\n== TCP_NODELAY on the host's sockets (NOT Spin's behaviour; Spin and this host leave Nagle on)");
+    println!(
+        "call                          clients  nagle on: p50    p90    p99    max | nodelay: p50    p90    p99    max  (ms)"
+    );
+    let mut apps = Vec::new();
+    for tcp_nodelay in [false, true] {
+        let app = Arc::new(App::with(Setup { tcp_nodelay, ..Setup::default() }).await);
+        let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
+        apps.push(app);
+    }
+    for (name, counts, request) in calls(1) {
+        if !["mark-read", "list (20 per page)", "badge", "404 (no I/O: the platform)"].contains(&name) {
+            continue;
+        }
+        for (level, clients) in LEVELS.iter().copied().enumerate().take(2) {
+            let mut cells = Vec::new();
+            for app in &apps {
+                let (run, _) = phase(app, clients, counts[level], &request).await;
+                cells.push(format!(
+                    "{:>6.2} {:>6.2} {:>6.2} {:>6.2}",
+                    run.ms(0.5),
+                    run.ms(0.9),
+                    run.ms(0.99),
+                    run.ms(1.0)
+                ));
+            }
+            println!("{name:<28} {clients:>8}           {} |          {}", cells[0], cells[1]);
+        }
+    }
+}
+
+/// Redis memory: keys, bytes, and one user's keys with their encodings.
+async fn memory(app: &App) {
     let mut redis = app.redis.connection().unwrap();
     let info: String = redis::cmd("INFO").arg("memory").query(&mut redis).unwrap();
     let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
@@ -184,11 +418,12 @@ async fn run(instances: InstanceMode, label: &str) {
             )
         })
         .collect();
-    kept_cursor_bytes(&app).await;
+    kept_cursor_bytes(app).await;
     let conversations = app.whole_list("bench", "u7", 100).await.len();
     println!(
-        "redis: {keys} keys, {:.1} MiB used; user u7: {conversations} conversations in {} keys, {per_user} bytes ({})",
+        "redis: {keys} keys, {:.1} MiB used, {:.0} bytes per user; user u7: {conversations} conversations in {} keys, {per_user} bytes ({})",
         used as f64 / 1048576.0,
+        used as f64 / USERS as f64,
         sample.len(),
         encodings.join(", ")
     );
@@ -249,10 +484,4 @@ async fn kept_cursor_bytes(app: &App) {
         "kept cursors: a user with {kept} kept beyond the list uses {bytes} bytes for them, {} per kept cursor",
         bytes / kept.max(1)
     );
-}
-
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    run(InstanceMode::spin_default(), "instance reused (Spin 4.1 default: 128 requests, 16 at once)").await;
-    run(InstanceMode::PerRequest, "fresh instance per request").await;
 }

@@ -14,6 +14,7 @@
 //!     listen: "127.0.0.1:0".parse()?,
 //!     instances: InstanceMode::spin_default(),
 //!     variables: [("jwt_secret".to_owned(), "s".to_owned())].into(),
+//!     tcp_nodelay: false,
 //! })
 //! .await?;
 //! println!("serving on http://{}", host.local_addr());
@@ -64,6 +65,11 @@ pub struct HostOptions {
     pub instances: InstanceMode,
     /// Application variable values; they win over `SPIN_VARIABLE_*` environment variables.
     pub variables: HashMap<String, String>,
+    /// Sets TCP_NODELAY on accepted connections. **Not Spin's behaviour**:
+    /// Spin 4.1 leaves Nagle's algorithm on, and so does this host by
+    /// default (`false`). Only for measuring what setting it would change
+    /// (see `docs/latency.md`).
+    pub tcp_nodelay: bool,
 }
 
 /// How requests map to component instances.
@@ -145,7 +151,7 @@ impl RunningHost {
             .map(|r| ServedRoute { component: r.component.clone(), route: r.raw.clone() })
             .collect();
         let (stop, stopped) = watch::channel(false);
-        let server = tokio::spawn(server::serve(listener, Arc::new(app), stopped));
+        let server = tokio::spawn(server::serve(listener, Arc::new(app), opts.tcp_nodelay, stopped));
         Ok(RunningHost { local_addr, counters, routes, stopping, stop, server: Some(server) })
     }
 

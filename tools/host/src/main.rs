@@ -1,4 +1,4 @@
-//! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--variable NAME=VALUE]...`
+//! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--tcp-nodelay] [--variable NAME=VALUE]...`
 //!
 //! Serves the application described by `spin.toml` until Ctrl-C, like `spin up`;
 //! unlike it, refuses to start with a `jwt_secret` unread would not accept.
@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use unread_host::{HostOptions, InstanceMode, RunningHost};
 
-const USAGE: &str =
-    "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--variable NAME=VALUE]...";
+const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--tcp-nodelay] [--variable NAME=VALUE]...";
 
 #[tokio::main]
 async fn main() {
@@ -45,6 +44,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
         listen: "127.0.0.1:3000".parse()?,
         instances: InstanceMode::spin_default(),
         variables: HashMap::new(),
+        tcp_nodelay: false,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value\n{USAGE}"));
@@ -52,6 +52,8 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
             "--listen" => options.listen = parse_listen(value()?)?,
             "--manifest" | "-f" => options.manifest = PathBuf::from(value()?),
             "--per-request" => options.instances = InstanceMode::PerRequest,
+            // Not what Spin does: for measuring Nagle's cost (docs/latency.md).
+            "--tcp-nodelay" => options.tcp_nodelay = true,
             "--variable" => {
                 let (name, val) = value()?.split_once('=').context("--variable expects NAME=VALUE")?;
                 options.variables.insert(name.to_owned(), val.to_owned());

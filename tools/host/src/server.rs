@@ -30,11 +30,12 @@ pub struct App {
 }
 
 /// Accepts connections until `shutdown` turns true; dropping the task aborts open connections.
-pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+/// `tcp_nodelay`: see [`accept`].
+pub async fn serve(listener: TcpListener, app: Arc<App>, tcp_nodelay: bool, mut shutdown: watch::Receiver<bool>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = accept(&listener) => match accepted {
+            accepted = accept(&listener, tcp_nodelay) => match accepted {
                 Ok((stream, client)) => {
                     connections.spawn(serve_connection(stream, client, app.clone()));
                 }
@@ -47,11 +48,17 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     connections.shutdown().await;
 }
 
-/// Takes the next connection. TCP_NODELAY stays off on it (Nagle's algorithm
-/// on), as Spin's HTTP trigger and hyper leave it, so that timings measured
-/// here are what Spin's users get.
-async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
-    listener.accept().await
+/// Takes the next connection. By default TCP_NODELAY stays off on it
+/// (Nagle's algorithm on), as Spin's HTTP trigger and hyper leave it, so that
+/// timings measured here are what Spin's users get. `tcp_nodelay` turns it on,
+/// which Spin does not do: only the benchmark asks for it, to measure what
+/// Spin would gain (docs/latency.md).
+async fn accept(listener: &TcpListener, tcp_nodelay: bool) -> std::io::Result<(TcpStream, SocketAddr)> {
+    let (stream, client) = listener.accept().await?;
+    if tcp_nodelay {
+        stream.set_nodelay(true)?;
+    }
+    Ok((stream, client))
 }
 
 /// Serves one keep-alive HTTP/1.1 connection.
@@ -268,9 +275,17 @@ mod tests {
     async fn accepted_connections_keep_nagle_on() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (accepted, from) = accept(&listener).await.unwrap();
+        let (accepted, from) = accept(&listener, false).await.unwrap();
         assert_eq!(from, client.local_addr().unwrap());
         assert!(!accepted.nodelay().unwrap(), "TCP_NODELAY is set on an accepted connection");
+    }
+
+    #[tokio::test]
+    async fn tcp_nodelay_is_set_only_when_asked() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (accepted, _) = accept(&listener, true).await.unwrap();
+        assert!(accepted.nodelay().unwrap(), "TCP_NODELAY was asked for");
     }
 
     #[test]
