@@ -4,6 +4,7 @@ mod auth;
 mod chat;
 mod concurrency;
 mod errors;
+mod health;
 mod history;
 mod hostile;
 mod isolation;
