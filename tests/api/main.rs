@@ -15,6 +15,7 @@ mod outage;
 mod reconcile;
 mod round_trips;
 mod secured;
+mod selection;
 mod semantics;
 mod storage;
 mod store;

@@ -136,11 +136,19 @@ pub struct Setup {
     pub sql_url: Option<String>,
     /// More variables, or other values for the ones above.
     pub variables: Vec<(&'static str, String)>,
+    /// Serve only these components (`--component-id`); empty: all.
+    pub components: Vec<String>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { instances: InstanceMode::spin_default(), max_conversations: 100, sql_url: None, variables: Vec::new() }
+        Setup {
+            instances: InstanceMode::spin_default(),
+            max_conversations: 100,
+            sql_url: None,
+            variables: Vec::new(),
+            components: Vec::new(),
+        }
     }
 }
 
@@ -210,6 +218,7 @@ impl App {
             listen: "127.0.0.1:0".parse().unwrap(),
             instances: setup.instances,
             variables,
+            components: setup.components,
         })
         .await
         .expect("the host starts");

@@ -236,7 +236,7 @@ fn host_options(
             Ok((name.clone(), value))
         })
         .collect::<Result<_>>()?;
-    Ok(HostOptions { manifest, listen: "127.0.0.1:0".parse()?, instances: mode, variables })
+    Ok(HostOptions { manifest, listen: "127.0.0.1:0".parse()?, instances: mode, variables, components: Vec::new() })
 }
 
 impl Invocation {

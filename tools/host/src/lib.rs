@@ -14,6 +14,7 @@
 //!     listen: "127.0.0.1:0".parse()?,
 //!     instances: InstanceMode::spin_default(),
 //!     variables: [("jwt_secret".to_owned(), "s".to_owned())].into(),
+//!     components: Vec::new(),
 //! })
 //! .await?;
 //! println!("serving on http://{}", host.local_addr());
@@ -64,6 +65,9 @@ pub struct HostOptions {
     pub instances: InstanceMode,
     /// Application variable values; they win over `SPIN_VARIABLE_*` environment variables.
     pub variables: HashMap<String, String>,
+    /// Serve only these components (`spin up --component-id`, repeatable):
+    /// their routes alone, any other path a plain 404. Empty: all of them.
+    pub components: Vec<String>,
 }
 
 /// How requests map to component instances.
@@ -128,8 +132,9 @@ pub struct RunningHost {
 impl RunningHost {
     /// Loads the application, compiles its components and starts serving.
     ///
-    /// Fails if the manifest is invalid, a required variable has no value, a
-    /// component cannot be loaded or linked, or the address cannot be bound.
+    /// Fails if the manifest is invalid, a selected component does not exist,
+    /// a required variable has no value, a component cannot be loaded or
+    /// linked, or the address cannot be bound.
     pub async fn start(opts: HostOptions) -> Result<RunningHost> {
         let counters = Arc::new(redis::RedisCounters::default());
         let stopping = Arc::new(AtomicBool::new(false));
