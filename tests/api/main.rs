@@ -3,6 +3,7 @@
 mod auth;
 mod chat;
 mod concurrency;
+mod deploy;
 mod errors;
 mod health;
 mod history;

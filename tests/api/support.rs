@@ -226,6 +226,11 @@ impl App {
         App { host: Some(host), redis, http: reqwest::Client::new(), base }
     }
 
+    /// Where the host serves: `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// Redis calls made so far through the host.
     pub fn redis_stats(&self) -> RedisStats {
         self.host.as_ref().unwrap().redis_stats()
