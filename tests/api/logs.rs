@@ -1,8 +1,9 @@
 //! What an operator sees, from the `unread-host up` binary (as `scripts/run`
 //! serves it), stdout and stderr captured: reconcile's drift warnings; one
 //! JSON line per request; a 5xx's reason on one line with its request id;
-//! no secret anywhere, in any answer or in the log, whatever fails; and the
-//! binary's refusal of a `jwt_secret` unread would not accept.
+//! no secret anywhere, in any answer or in the log, whatever fails; the
+//! binary's refusal of a `jwt_secret` unread would not accept; and
+//! `--component-id`, which serves one function alone.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -54,8 +55,15 @@ struct Served {
 impl Served {
     /// Starts the host and waits for its "Serving" line.
     async fn start(variables: &[(&str, String)]) -> Served {
+        Served::start_with(variables, &[]).await
+    }
+
+    /// Like [`Served::start`], with more arguments after `up`.
+    async fn start_with(variables: &[(&str, String)], args: &[&str]) -> Served {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut child = host_command(port, variables).spawn().unwrap();
+        let mut command = host_command(port, variables);
+        command.args(args);
+        let mut child = command.spawn().unwrap();
         let (ready, serving) = tokio::sync::oneshot::channel();
         let out = child.stdout.take().unwrap();
         // The host compiles every component before it serves: wait for its
@@ -507,4 +515,44 @@ async fn unread_host_up_refuses_a_jwt_secret_shorter_than_32_bytes() {
         );
         assert!(!String::from_utf8_lossy(&output.stdout).contains("Serving"), "{what}");
     }
+}
+
+/// `unread-host up --component-id touch -c health`, as a deployment of one
+/// function runs it: those routes answer, the others are Spin's plain 404,
+/// and the routes printed are theirs alone. An id spin.toml does not have
+/// stops the start, as in Spin.
+#[tokio::test]
+async fn unread_host_up_serves_only_the_selected_components() {
+    let redis = RedisServer::start();
+    let variables = [
+        ("redis_url", redis.url()),
+        ("redis_host", redis.host()),
+        ("jwt_secret", JWT_SECRET.to_string()),
+        ("service_token", SERVICE_TOKEN.to_string()),
+        ("admin_token", ADMIN_TOKEN.to_string()),
+    ];
+    let host = Served::start_with(&variables, &["--component-id", "touch", "-c", "health"]).await;
+    let touch = json!({"tenant": "acme", "conversation": "c1", "seq": 1, "ts": 1_000, "sender": "u1",
+        "members": ["u1", "u2"], "preview": {"text": "hi"}});
+    let touched = host.call(&call("touch", "POST", "/v1/touch", Some(SERVICE_TOKEN), Some(touch)), None).await;
+    assert_eq!((touched.status, &touched.body), (200, &json!({"applied": true})));
+    let health = host.call(&call("health", "GET", "/v1/health", None, None), None).await;
+    assert_eq!((health.status, health.body["status"].as_str()), (200, Some("ok")));
+    let token = app_token("acme", "u2", JWT_SECRET, now() + 3600);
+    for path in ["/v1/badge", "/v1/conversations", "/nowhere"] {
+        let answer = host.call(&call("none", "GET", path, Some(&token), None), None).await;
+        assert_eq!((answer.status, answer.length, answer.header("x-request-id")), (404, 0, None), "{path}");
+    }
+    let (stdout, _) = host.stop();
+    let routes: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ")).map(str::trim).collect();
+    assert_eq!(routes.len(), 2, "{stdout}");
+    assert!(routes[0].starts_with("touch: ") && routes[1].starts_with("health: "), "{stdout}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut unknown = host_command(port, &variables);
+    unknown.args(["--component-id", "touch", "--component-id", "nope"]);
+    let output = tokio::task::spawn_blocking(move || unknown.output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started with an unknown component");
+    assert!(stderr.contains("Specified component \"nope\" not found in application"), "{stderr}");
 }

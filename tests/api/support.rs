@@ -152,6 +152,8 @@ pub struct Setup {
     /// TCP_NODELAY on the host's accepted connections: not Spin's
     /// behaviour, for the benchmark's comparison only (docs/latency.md).
     pub tcp_nodelay: bool,
+    /// Serve only these components (`--component-id`); empty: all.
+    pub components: Vec<String>,
 }
 
 impl Default for Setup {
@@ -162,6 +164,7 @@ impl Default for Setup {
             sql_url: None,
             variables: Vec::new(),
             tcp_nodelay: false,
+            components: Vec::new(),
         }
     }
 }
@@ -233,11 +236,17 @@ impl App {
             instances: setup.instances,
             variables,
             tcp_nodelay: setup.tcp_nodelay,
+            components: setup.components,
         })
         .await
         .expect("the host starts");
         let base = format!("http://{}", host.local_addr());
         App { host: Some(host), redis, http: reqwest::Client::new(), base }
+    }
+
+    /// Where the host serves: `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     /// Redis calls made so far through the host.

@@ -236,7 +236,14 @@ fn host_options(
             Ok((name.clone(), value))
         })
         .collect::<Result<_>>()?;
-    Ok(HostOptions { manifest, listen: "127.0.0.1:0".parse()?, instances: mode, variables, tcp_nodelay: false })
+    Ok(HostOptions {
+        manifest,
+        listen: "127.0.0.1:0".parse()?,
+        instances: mode,
+        variables,
+        tcp_nodelay: false,
+        components: Vec::new(),
+    })
 }
 
 impl Invocation {

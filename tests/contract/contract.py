@@ -232,7 +232,9 @@ def served(label, **variables):
         with open(log_path, "w") as host_log:
             host = subprocess.Popen(command, cwd=ROOT, stdout=host_log, stderr=subprocess.STDOUT)
         children.append(host)
-        wait_for(f"unread-host on port {port}", lambda: host.poll() is not None or answers(port))
+        # The host compiles every component before it listens: on a busy
+        # 2-core machine that alone can take more than half a minute.
+        wait_for(f"unread-host on port {port}", lambda: host.poll() is not None or answers(port), seconds=180)
         if host.poll() is not None:
             print(log_path.read_text(), file=sys.stderr)
             raise SystemExit("contract: unread-host exited")

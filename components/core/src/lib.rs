@@ -22,11 +22,11 @@ mod state;
 
 use bindings::exports::unread::core::counts::Guest;
 use bindings::unread::core::types::{
-    AppBadge, ClearReport, ConversationFlag, ConversationState, Error, Message, Page, Principal, ReadState,
-    ReconcileReport, UserScope,
+    AppBadge, ClearReport, ConversationFlag, ConversationState, Error, HealthReport, Message, Page, Principal,
+    Reachability, ReadState, ReconcileReport, UserScope,
 };
 use config::Limits;
-use scripts::{Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Recall, Role, Touch, Touched};
+use scripts::{Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Recall, Role, Touch, Touched};
 
 // wit-bindgen's generated export glue is the only unsafe code here.
 #[allow(unsafe_code)]
@@ -50,6 +50,11 @@ const READ_AHEAD: u64 = 10_000;
 /// How long (seconds) a user that holds no listed conversation keeps its
 /// other keys (kept cursors, marks, meta): 30 days.
 const IDLE_TTL: u64 = 30 * 24 * 3600;
+
+/// How long the health check waits for each of Redis and the SQL store: a
+/// Kubernetes probe gives up after a second by default, and the two are
+/// checked at the same time.
+const HEALTH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 
 struct Core;
 
@@ -246,6 +251,19 @@ impl Guest for Core {
         }
         leave(&store, &tenant, &conversation, &users).await
     }
+
+    async fn health() -> HealthReport {
+        let redis = async { reachability(redis::run_unmarked(&Ping).await) };
+        let sql = async {
+            match sql::configured().await {
+                Ok(None) => Reachability::NotConfigured,
+                Ok(Some(url)) => reachability(sql::ping(&url, HEALTH_DEADLINE).await),
+                Err(error) => reachability(Err(error)),
+            }
+        };
+        let (redis, sql) = both(redis, sql).await;
+        HealthReport { redis, sql }
+    }
 }
 
 // The export glue wit-bindgen generates (unsafe by nature) lives in its own module.
@@ -346,6 +364,43 @@ where
     }
 }
 
+/// A health check's outcome; the reason stays for the operator's log.
+fn reachability(checked: Result<(), Error>) -> Reachability {
+    match checked {
+        Ok(()) => Reachability::Reachable,
+        Err(Error::Unavailable(reason)) => Reachability::Unreachable(reason),
+        Err(other) => Reachability::Unreachable(format!("{other:?}")),
+    }
+}
+
+/// Runs two futures at the same time (on the instance's one thread) and
+/// gives both results.
+async fn both<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {
+    use std::task::Poll;
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut left, mut right) = (None, None);
+    std::future::poll_fn(|cx| {
+        if left.is_none()
+            && let Poll::Ready(value) = a.as_mut().poll(cx)
+        {
+            left = Some(value);
+        }
+        if right.is_none()
+            && let Poll::Ready(value) = b.as_mut().poll(cx)
+        {
+            right = Some(value);
+        }
+        match (left.take(), right.take()) {
+            (Some(l), Some(r)) => Poll::Ready((l, r)),
+            (l, r) => {
+                (left, right) = (l, r);
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
+
 fn check_exact(value: u64, field: &str) -> Result<(), Error> {
     if value > MAX_EXACT {
         return Err(Error::Invalid(format!("{field} is too large")));
@@ -377,6 +432,25 @@ fn once_each(users: Vec<String>, extra: Option<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_gives_each_result_whichever_is_ready_first() {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let slow = async {
+            let mut polled = false;
+            std::future::poll_fn(|_| {
+                if std::mem::replace(&mut polled, true) {
+                    std::task::Poll::Ready("slow")
+                } else {
+                    std::task::Poll::Pending
+                }
+            })
+            .await
+        };
+        let mut joined = std::pin::pin!(both(slow, async { 7 }));
+        assert!(joined.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(joined.as_mut().poll(&mut cx), std::task::Poll::Ready(("slow", 7)));
+    }
 
     #[test]
     fn cursors_name_section_score_and_conversation() {

@@ -2,6 +2,9 @@
 //! within a deadline: a Redis that stops answering (a hung server, a dropped
 //! network) makes the call `unavailable` instead of holding the request.
 
+use std::future::Future;
+use std::thread::LocalKey;
+
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
 use crate::Error;
@@ -12,18 +15,41 @@ use crate::sql;
 
 thread_local! {
     static CONNECTION: Slot<Connection> = const { Slot::new(None) };
+    /// The health check's own connection (see [`run_unmarked`]).
+    static UNMARKED: Slot<Connection> = const { Slot::new(None) };
 }
 
 /// Runs `script`: its keys and arguments as it encodes them, its reply as it
 /// decodes it.
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    run_on(&CONNECTION, open, script).await
+}
+
+/// Like [`run`], on a connection of its own that does not first apply the
+/// SQL store's stale marks: for a script that reads no user's state (the
+/// health check), so that a SQL store that hangs is not reported as Redis
+/// being down.
+pub async fn run_unmarked<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    run_on(&UNMARKED, connect, script).await
+}
+
+async fn run_on<S, Open, OpenFut>(
+    slot: &'static LocalKey<Slot<Connection>>,
+    open: Open,
+    script: &S,
+) -> Result<S::Reply, Error>
+where
+    S: Script,
+    Open: Fn() -> OpenFut,
+    OpenFut: Future<Output = Result<Connection, RedisError>>,
+{
     let mut call = Call::default();
     script.encode(&mut call);
     let params = params(call);
     let lua = S::lua();
     let params = &params;
-    let attempt = with_connection(&CONNECTION, open, |connection| async move { eval(&connection, lua, params).await });
-    let values = match within(&CONNECTION, S::DEADLINE, attempt).await {
+    let attempt = with_connection(slot, open, |connection| async move { eval(&connection, lua, params).await });
+    let values = match within(slot, S::DEADLINE, attempt).await {
         Some(Ok(values)) => values,
         Some(Err(e)) => return Err(unavailable(lua, &e.to_string())),
         None => return Err(unavailable(lua, &format!("no answer within {} ms", S::DEADLINE.as_millis()))),
@@ -70,14 +96,19 @@ fn is_no_script(text: &str) -> bool {
 /// the users whose writes reached only SQL while Redis was unreachable (see
 /// [`sql::stale_users`]), so that their next read rebuilds from the truth.
 async fn open() -> Result<Connection, RedisError> {
-    let address = spin_sdk::variables::get("redis_url")
-        .await
-        .map_err(|e| RedisError::Other(format!("variable redis_url: {e:?}")))?;
-    let connection = Connection::open(&address).await?;
+    let connection = connect().await?;
     if let Ok(Some(url)) = sql::configured().await {
         forget_stale(&connection, &url).await?;
     }
     Ok(connection)
+}
+
+/// A connection to `redis_url`.
+async fn connect() -> Result<Connection, RedisError> {
+    let address = spin_sdk::variables::get("redis_url")
+        .await
+        .map_err(|e| RedisError::Other(format!("variable redis_url: {e:?}")))?;
+    Connection::open(&address).await
 }
 
 /// Applies the stale marks the SQL store holds, a batch at a time. A SQL

@@ -346,14 +346,29 @@ async fn returning(url: &str) -> Result<bool, Error> {
     in_time(with_connection(&CONNECTION, || Store::open(url), operation)).await
 }
 
+/// Whether the store answers `SELECT 1` within `deadline` (the health check;
+/// a first call also connects and creates unread's tables, as any call does).
+pub async fn ping(url: &str, deadline: Duration) -> Result<(), Error> {
+    let operation = |store: std::rc::Rc<Store>| async move { store.query("SELECT 1", Vec::new()).await.map(drop) };
+    in_time_of(deadline, with_connection(&CONNECTION, || Store::open(url), operation)).await
+}
+
 /// A SQL call waits at most this long (a truth read of 100 users included).
 const DEADLINE: Duration = Duration::from_secs(10);
 
 /// The call's result within [`DEADLINE`]; past it the connection is dropped.
 async fn in_time<T>(call: impl std::future::Future<Output = Result<T, String>>) -> Result<T, Error> {
-    within(&CONNECTION, DEADLINE, call)
+    in_time_of(DEADLINE, call).await
+}
+
+/// The call's result within `deadline`; past it the connection is dropped.
+async fn in_time_of<T>(
+    deadline: Duration,
+    call: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, Error> {
+    within(&CONNECTION, deadline, call)
         .await
-        .unwrap_or_else(|| Err(format!("no answer within {} s", DEADLINE.as_secs())))
+        .unwrap_or_else(|| Err(format!("no answer within {} ms", deadline.as_millis())))
         .map_err(unavailable)
 }
 

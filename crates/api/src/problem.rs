@@ -23,6 +23,10 @@ pub struct Problem {
     pub allow: Option<Method>,
     /// For the operator's log only: what went wrong inside.
     pub detail: Option<String>,
+    /// Members of the answer beside `error`, in order (the health check's
+    /// state of each backing service): fixed texts only, so that no
+    /// internal detail can reach an answer through them.
+    pub beside: Vec<(&'static str, &'static str)>,
 }
 
 /// What every 503 `unavailable` answer says.
@@ -35,7 +39,7 @@ const INTERNAL: &str = "the service failed to answer";
 impl Problem {
     /// A problem with the given status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Problem { status, code, message: message.into(), allow: None, detail: None }
+        Problem { status, code, message: message.into(), allow: None, detail: None, beside: Vec::new() }
     }
 
     /// 400: the request is malformed.
@@ -66,6 +70,11 @@ impl Problem {
         }
     }
 
+    /// The same problem, its answer carrying `members` beside `error`.
+    pub fn with_members(self, members: Vec<(&'static str, &'static str)>) -> Self {
+        Problem { beside: members, ..self }
+    }
+
     /// The message the answer carries: for a 5xx always a fixed sentence,
     /// whatever the problem was built with.
     fn public_message(&self) -> &str {
@@ -79,14 +88,25 @@ impl Problem {
         }
     }
 
+    /// The answer's JSON: `error` (code, public message, request id) and any
+    /// members beside it.
+    fn body(&self, request_id: &str) -> serde_json::Value {
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            self.beside.iter().map(|&(name, value)| (name.to_string(), value.into())).collect();
+        body.insert(
+            "error".into(),
+            serde_json::json!({
+                "code": self.code,
+                "message": self.public_message(),
+                "request_id": request_id,
+            }),
+        );
+        serde_json::Value::Object(body)
+    }
+
     /// The JSON error response, naming the request.
     pub(crate) fn into_response(self, request_id: &str) -> spin_sdk::http::Response<crate::render::Body> {
-        let body = serde_json::json!({"error": {
-            "code": self.code,
-            "message": self.public_message(),
-            "request_id": request_id,
-        }});
-        let mut response = crate::render::json_with_status(self.status, &body);
+        let mut response = crate::render::json_with_status(self.status, &self.body(request_id));
         if let Some(method) = self.allow.and_then(|m| spin_sdk::http::HeaderValue::from_str(m.as_str()).ok()) {
             response.headers_mut().insert("allow", method);
         }
@@ -140,6 +160,17 @@ mod tests {
         assert_eq!(
             Problem::bad_request("invalid_query", "limit must be 1-100").public_message(),
             "limit must be 1-100"
+        );
+    }
+
+    #[test]
+    fn members_beside_the_error_keep_it_whole() {
+        let members = vec![("status", "unavailable"), ("redis", "unavailable")];
+        let problem = Problem::unavailable("redis: connection refused").with_members(members);
+        assert_eq!(
+            problem.body("r1"),
+            serde_json::json!({"status": "unavailable", "redis": "unavailable", "error": {
+                "code": "unavailable", "message": UNAVAILABLE, "request_id": "r1"}})
         );
     }
 

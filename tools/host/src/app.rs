@@ -20,7 +20,12 @@ use std::sync::atomic::AtomicBool;
 
 /// Loads everything `opts` describes; fails with a clear message on any problem.
 pub async fn load(opts: &HostOptions, counters: Arc<RedisCounters>, host_stopping: Arc<AtomicBool>) -> Result<App> {
-    let manifest = Manifest::load(&opts.manifest)?;
+    let mut manifest = Manifest::load(&opts.manifest)?;
+    if !opts.components.is_empty() {
+        manifest
+            .retain_components(&opts.components)
+            .context("failed to resolve application with only components selected with --component")?;
+    }
     let manifest_dir = opts.manifest.parent().unwrap_or(Path::new(".")).to_owned();
     let app_variables = AppVariables::resolve_from_process_env(&manifest.variables, &opts.variables)?;
     let router = Router::new(&manifest.trigger.http)?;

@@ -15,6 +15,7 @@
 //!     instances: InstanceMode::spin_default(),
 //!     variables: [("jwt_secret".to_owned(), "s".to_owned())].into(),
 //!     tcp_nodelay: false,
+//!     components: Vec::new(),
 //! })
 //! .await?;
 //! println!("serving on http://{}", host.local_addr());
@@ -70,6 +71,9 @@ pub struct HostOptions {
     /// default (`false`). Only for measuring what setting it would change
     /// (see `docs/latency.md`).
     pub tcp_nodelay: bool,
+    /// Serve only these components (`spin up --component-id`, repeatable):
+    /// their routes alone, any other path a plain 404. Empty: all of them.
+    pub components: Vec<String>,
 }
 
 /// How requests map to component instances.
@@ -134,8 +138,9 @@ pub struct RunningHost {
 impl RunningHost {
     /// Loads the application, compiles its components and starts serving.
     ///
-    /// Fails if the manifest is invalid, a required variable has no value, a
-    /// component cannot be loaded or linked, or the address cannot be bound.
+    /// Fails if the manifest is invalid, a selected component does not exist,
+    /// a required variable has no value, a component cannot be loaded or
+    /// linked, or the address cannot be bound.
     pub async fn start(opts: HostOptions) -> Result<RunningHost> {
         let counters = Arc::new(redis::RedisCounters::default());
         let stopping = Arc::new(AtomicBool::new(false));

@@ -1,7 +1,10 @@
-//! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--tcp-nodelay] [--variable NAME=VALUE]...`
+//! `unread-host up [--listen ADDR] [--manifest PATH] [--per-request] [--tcp-nodelay] [--variable NAME=VALUE]...
+//! [--component-id ID]...`
 //!
 //! Serves the application described by `spin.toml` until Ctrl-C, like `spin up`;
 //! unlike it, refuses to start with a `jwt_secret` unread would not accept.
+//! `--component-id` (`-c`, repeatable) serves only those components, as
+//! `spin up --component-id` does: one function per process, scaled alone.
 
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
@@ -9,7 +12,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use unread_host::{HostOptions, InstanceMode, RunningHost};
 
-const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] [--tcp-nodelay] [--variable NAME=VALUE]...";
+const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] \
+                     [--tcp-nodelay] [--variable NAME=VALUE]... [--component-id ID]...";
 
 #[tokio::main]
 async fn main() {
@@ -45,6 +49,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
         instances: InstanceMode::spin_default(),
         variables: HashMap::new(),
         tcp_nodelay: false,
+        components: Vec::new(),
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value\n{USAGE}"));
@@ -54,6 +59,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
             "--per-request" => options.instances = InstanceMode::PerRequest,
             // Not what Spin does: for measuring Nagle's cost (docs/latency.md).
             "--tcp-nodelay" => options.tcp_nodelay = true,
+            "--component-id" | "-c" => options.components.push(value()?.to_owned()),
             "--variable" => {
                 let (name, val) = value()?.split_once('=').context("--variable expects NAME=VALUE")?;
                 options.variables.insert(name.to_owned(), val.to_owned());

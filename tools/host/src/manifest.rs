@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A parsed Spin application manifest.
@@ -134,6 +134,43 @@ impl Manifest {
         }
     }
 
+    /// Keeps only the components `retained` names and the triggers that
+    /// serve them, as `spin up --component-id` does (Spin's
+    /// `retain_components`): every other route is gone, so a request for it
+    /// is a plain 404. The application's variables all stay: Spin still
+    /// resolves every required one at startup. Fails, as Spin does, on an id
+    /// the manifest does not have, and on a retained component allowed to
+    /// chain to one that is not (`http://<id>.spin.internal`, or `*`).
+    pub fn retain_components(&mut self, retained: &[String]) -> Result<()> {
+        for id in retained {
+            ensure!(self.component.contains_key(id), "Specified component \"{id}\" not found in application");
+        }
+        for trigger in self.trigger.http.iter().filter(|t| retained.contains(&t.component)) {
+            let hosts = &self.component[&trigger.component].allowed_outbound_hosts;
+            for target in hosts.iter().filter_map(|host| service_chaining_target(host)) {
+                if retained.iter().any(|id| id == target) {
+                    continue;
+                }
+                let id = &trigger.component;
+                if target == "*" {
+                    bail!(
+                        "Selected component '{id}' cannot use wildcard service chaining: \
+                         allowed_outbound_hosts = [\"http://*.spin.internal\"]"
+                    );
+                }
+                bail!(
+                    "Selected component '{id}' cannot use service chaining to unselected component: \
+                     allowed_outbound_hosts = [\"http://{target}.spin.internal\"]"
+                );
+            }
+        }
+        self.trigger.http.retain(|trigger| retained.contains(&trigger.component));
+        // A retained component that no trigger serves goes too, as in Spin.
+        let served: BTreeSet<String> = self.trigger.http.iter().map(|t| t.component.clone()).collect();
+        self.component.retain(|id, _| served.contains(id));
+        Ok(())
+    }
+
     fn validate(&self) -> Result<()> {
         ensure!(
             self.spin_manifest_version == 2,
@@ -174,6 +211,20 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// The component an `allowed_outbound_hosts` entry chains to
+/// (`http://<id>.spin.internal`), if it is one; a templated entry is not
+/// rendered yet and counts as none (Spin cannot parse it as a URI either).
+fn service_chaining_target(entry: &str) -> Option<&str> {
+    if entry.contains("{{") {
+        return None;
+    }
+    let (_, rest) = entry.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let host = authority.rsplit_once(':').map_or(authority, |(host, _)| host);
+    let (first, domain) = host.split_once('.')?;
+    (domain == "spin.internal").then_some(first)
 }
 
 #[cfg(test)]
@@ -262,6 +313,84 @@ mod tests {
         let manifest = Manifest::parse(&text).unwrap();
         let environment: Vec<_> = manifest.component["c"].environment.iter().collect();
         assert_eq!(environment, [(&"A".to_owned(), &"{{ a }}".to_owned()), (&"B".to_owned(), &"2".to_owned())]);
+    }
+
+    const THREE: &str = r#"
+        spin_manifest_version = 2
+        [application]
+        name = "x"
+        [variables]
+        secret = { required = true }
+        [[trigger.http]]
+        route = "/a"
+        component = "a"
+        [[trigger.http]]
+        route = "/a2"
+        component = "a"
+        [[trigger.http]]
+        route = "/b"
+        component = "b"
+        [[trigger.http]]
+        route = "/..."
+        component = "rest"
+        [component.a]
+        source = "a.wasm"
+        allowed_outbound_hosts = ["redis://{{ secret }}"]
+        [component.b]
+        source = "b.wasm"
+        [component.rest]
+        source = "rest.wasm"
+        [component.unrouted]
+        source = "u.wasm"
+    "#;
+
+    fn routes(manifest: &Manifest) -> Vec<(String, &str)> {
+        let route = |r: &RouteDecl| match r {
+            RouteDecl::Path(path) => path.clone(),
+            RouteDecl::Private { .. } => "private".into(),
+        };
+        manifest.trigger.http.iter().map(|t| (route(&t.route), t.component.as_str())).collect()
+    }
+
+    #[test]
+    fn retaining_components_keeps_their_routes_and_every_variable() {
+        let mut manifest = Manifest::parse(THREE).unwrap();
+        manifest.retain_components(&["a".into()]).unwrap();
+        assert_eq!(routes(&manifest), [("/a".into(), "a"), ("/a2".into(), "a")]);
+        assert_eq!(manifest.component.keys().collect::<Vec<_>>(), ["a"]);
+        assert!(manifest.variables.contains_key("secret"), "Spin keeps the app's variables");
+
+        let mut manifest = Manifest::parse(THREE).unwrap();
+        manifest.retain_components(&["rest".into(), "b".into(), "unrouted".into()]).unwrap();
+        assert_eq!(routes(&manifest), [("/b".into(), "b"), ("/...".into(), "rest")]);
+        assert_eq!(manifest.component.keys().collect::<Vec<_>>(), ["b", "rest"], "an unrouted one goes");
+    }
+
+    #[test]
+    fn retaining_an_unknown_component_fails_as_in_spin() {
+        let mut manifest = Manifest::parse(THREE).unwrap();
+        let err = manifest.retain_components(&["a".into(), "nope".into()]).unwrap_err().to_string();
+        assert_eq!(err, "Specified component \"nope\" not found in application");
+    }
+
+    #[test]
+    fn retained_components_may_chain_only_to_retained_ones() {
+        let chaining = |hosts: &str| {
+            THREE.replace(
+                "allowed_outbound_hosts = [\"redis://{{ secret }}\"]",
+                &format!("allowed_outbound_hosts = [{hosts}]"),
+            )
+        };
+        let mut manifest = Manifest::parse(&chaining("\"http://b.spin.internal\"")).unwrap();
+        let err = manifest.retain_components(&["a".into()]).unwrap_err().to_string();
+        assert!(err.contains("cannot use service chaining to unselected component") && err.contains("b.spin"), "{err}");
+        let mut manifest = Manifest::parse(&chaining("\"http://*.spin.internal\"")).unwrap();
+        let err = manifest.retain_components(&["a".into(), "b".into()]).unwrap_err().to_string();
+        assert!(err.contains("wildcard service chaining"), "{err}");
+        let mut manifest =
+            Manifest::parse(&chaining("\"http://b.spin.internal:80\", \"http://{{ secret }}.spin.internal\"")).unwrap();
+        manifest.retain_components(&["a".into(), "b".into()]).unwrap();
+        assert_eq!(manifest.component.len(), 2);
     }
 
     #[test]

@@ -155,6 +155,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&Versions { tenant: "t", users: &users }),
         encoded(&ForgetLoaded { users: &pairs }),
         encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
+        encoded(&Ping),
     ]
     .into_iter()
     .collect()
