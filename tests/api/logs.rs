@@ -556,3 +556,18 @@ async fn unread_host_up_serves_only_the_selected_components() {
     assert!(!output.status.success(), "started with an unknown component");
     assert!(stderr.contains("Specified component \"nope\" not found in application"), "{stderr}");
 }
+
+/// `unread-host up --help` says how to use it, on stdout, and succeeds; a
+/// wrong option fails with the usage on stderr.
+#[test]
+fn the_host_says_how_to_use_it() {
+    let help = Command::new(host_binary()).args(["up", "--help"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success(), "{}", String::from_utf8_lossy(&help.stderr));
+    for option in ["--listen", "--variable", "--component-id", "--per-request", "--tcp-nodelay"] {
+        assert!(stdout.contains(option), "{option} missing from {stdout}");
+    }
+    let wrong = Command::new(host_binary()).args(["up", "--nope"]).output().unwrap();
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("usage: unread-host up"));
+}

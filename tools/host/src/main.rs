@@ -15,6 +15,16 @@ use unread_host::{HostOptions, InstanceMode, RunningHost};
 const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] \
                      [--tcp-nodelay] [--variable NAME=VALUE]... [--component-id ID]...";
 
+const OPTIONS: &str = "Serves spin.toml's functions as `spin up` does (Ctrl-C stops).
+
+  --listen ADDR           where to listen (127.0.0.1:3000)
+  --manifest, -f PATH     the manifest (spin.toml)
+  --per-request           a fresh instance per request (default: reuse, as Spin 4.1)
+  --variable NAME=VALUE   an application variable (wins over SPIN_VARIABLE_NAME)
+  --component-id, -c ID   serve only this component (repeatable), as spin up -c
+  --tcp-nodelay           TCP_NODELAY on accepted sockets: NOT Spin's behaviour,
+                          for measuring Nagle's cost only (docs/latency.md)";
+
 #[tokio::main]
 async fn main() {
     if let Err(e) = run(std::env::args().skip(1).collect()).await {
@@ -24,6 +34,10 @@ async fn main() {
 }
 
 async fn run(args: Vec<String>) -> Result<()> {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}\n\n{OPTIONS}");
+        return Ok(());
+    }
     let options = parse_args(&args)?;
     check_jwt_secret(&options)?;
     let host = RunningHost::start(options).await?;
@@ -40,7 +54,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
     let mut args = args.iter();
     match args.next().map(String::as_str) {
         Some("up") => {}
-        Some("-h" | "--help") | None => bail!("{USAGE}"),
+        None => bail!("{USAGE}"),
         Some(other) => bail!("unknown command {other:?}\n{USAGE}"),
     }
     let mut options = HostOptions {
