@@ -24,7 +24,7 @@ async fn unread_is_last_seq_minus_read_seq() {
         assert_eq!(app.whole_list("acme", "u3", 20).await[0]["unread"], 2);
         assert_eq!(
             app.badge("acme", "u2").await.body,
-            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}, "degraded": false})
+            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 3}, "source": "redis", "degraded": false})
         );
     }
 }
@@ -182,7 +182,7 @@ async fn each_user_keeps_the_newest_max_conversations() {
     assert_eq!((unread["c3"], unread["c4"], unread["c5"]), (3, 4, 5));
     assert_eq!(
         app.badge("acme", "u2").await.body,
-        json!({"total": 12, "muted": 0, "mentions": 0, "categories": {"chat": 8, "system": 4}, "degraded": false})
+        json!({"total": 12, "muted": 0, "mentions": 0, "categories": {"chat": 8, "system": 4}, "source": "redis", "degraded": false})
     );
     // An old message of a new conversation is dropped at once.
     app.touch(message("acme", "old", 1, 10, "u1", &["u1", "u2"])).await;

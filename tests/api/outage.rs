@@ -44,7 +44,7 @@ async fn a_user_redis_lost_is_never_given_invented_numbers() {
         }
         // Redis holds the truth: the answer comes from Redis, not degraded.
         let page = app.list("acme", "u2", "").await.body;
-        assert_eq!(page["degraded"], false, "{kind:?}: {page}");
+        assert_eq!((&page["source"], &page["degraded"]), (&json!("redis"), &json!(false)), "{kind:?}: {page}");
         let row = &page["conversations"][0];
         assert_eq!((row["unread"].as_u64(), row["read_seq"].as_u64()), (Some(1), Some(5000)), "{kind:?}");
         drop(app);

@@ -60,7 +60,7 @@ async fn a_trimmed_conversation_keeps_its_settings_and_mentions() {
     assert_eq!((m0["marked_unread"].as_bool(), m0["unread"].as_u64()), (Some(true), Some(1)));
     assert_eq!(
         app.badge("acme", "u2").await.body,
-        json!({"total": 1, "muted": 2, "mentions": 1, "categories": {"chat": 1}, "degraded": false})
+        json!({"total": 1, "muted": 2, "mentions": 1, "categories": {"chat": 1}, "source": "redis", "degraded": false})
     );
 }
 

@@ -61,8 +61,13 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
         let before = app.list("acme", "u2", "limit=20").await.body;
         let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
 
+        // Answered from SQL, and loaded: not a failure, so not degraded.
         let degraded = app.list("acme", "u2", "limit=20").await.body;
-        assert_eq!(degraded["degraded"], true, "{kind:?}: {degraded}");
+        assert_eq!(
+            (&degraded["source"], &degraded["degraded"]),
+            (&json!("sql"), &json!(false)),
+            "{kind:?}: {degraded}"
+        );
         assert_eq!(degraded["conversations"], before["conversations"], "{kind:?}");
         assert_eq!(
             degraded["badge"],
@@ -77,20 +82,20 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
         let badge = app.badge("acme", "u2").await.body;
         assert_eq!(
             badge,
-            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}, "degraded": false})
+            json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"chat": 2, "system": 1}, "source": "redis", "degraded": false})
         );
         // A read ahead of any stored message, by a member not loaded yet.
         conversation(&store, "later", "chat", &["u9"]).await;
         let early = app.mark_read("acme", "u9", "later", 3).await.body;
         assert_eq!(
-            (early["degraded"].as_bool(), early["read_seq"].as_u64(), early["unread"].as_u64()),
-            (Some(true), Some(3), Some(0))
+            (early["source"].as_str(), early["read_seq"].as_u64(), early["unread"].as_u64()),
+            (Some("sql"), Some(3), Some(0))
         );
         // A user with nothing is loaded once, then answered from Redis.
-        assert_eq!(app.badge("acme", "nobody").await.body["degraded"], true);
+        assert_eq!(app.badge("acme", "nobody").await.body["source"], "sql");
         assert_eq!(
             app.badge("acme", "nobody").await.body,
-            json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false})
+            json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "source": "redis", "degraded": false})
         );
         drop(app);
         store.drop_database().await;
@@ -126,15 +131,16 @@ async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
         );
         assert_eq!(
             app.badge("acme", "u2").await.body,
-            json!({"total": 2, "muted": 0, "mentions": 0, "categories": {"chat": 2}, "degraded": true})
+            json!({"total": 2, "muted": 0, "mentions": 0, "categories": {"chat": 2}, "source": "sql", "degraded": true})
         );
         assert_eq!(store.cursors("acme").await[&("u2".to_string(), "c1".to_string())], 3);
 
         // Redis comes back empty: the first read rebuilds, with message 5 and the cursor.
         app.redis.restart();
-        assert_eq!(app.list("acme", "u2", "").await.body["degraded"], true);
+        let first = app.list("acme", "u2", "").await.body;
+        assert_eq!((&first["source"], &first["degraded"]), (&json!("sql"), &json!(false)), "{kind:?}");
         let list = app.list("acme", "u2", "").await.body;
-        assert_eq!((list["degraded"].as_bool(), list["conversations"][0]["unread"].as_u64()), (Some(false), Some(2)));
+        assert_eq!((list["source"].as_str(), list["conversations"][0]["unread"].as_u64()), (Some("redis"), Some(2)));
         assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 2);
         drop(app);
         store.drop_database().await;

@@ -7,8 +7,8 @@ use spin_sdk::http::{Method, Request, StatusCode};
 use spin_sdk::http_service;
 use unread_api::core::{ConversationFlag, counts};
 use unread_api::{
-    Answer, BadgeJson, ConversationJson, Identifier, Problem, app_principal, json, json_body, json_body_or_empty,
-    require_method,
+    Answer, BadgeJson, ConversationJson, Identifier, Problem, Provenance, app_principal, json, json_body,
+    json_body_or_empty, require_method,
 };
 
 #[derive(Deserialize)]
@@ -45,9 +45,11 @@ async fn handle(request: Request) -> Answer {
         }
     };
     let state = counts::set_flag(who, conversation, flag).await?;
+    let provenance = Provenance::of(&state.badge);
     Ok(json(&serde_json::json!({
         "conversation": ConversationJson::new(state.conversation, |preview| preview)?,
-        "degraded": state.badge.degraded,
+        "source": provenance.source,
+        "degraded": provenance.degraded,
         "badge": BadgeJson::nested(state.badge),
     })))
 }

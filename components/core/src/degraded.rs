@@ -1,34 +1,40 @@
 //! Answers from the SQL store when Redis cannot give them: the user's state
-//! was not loaded (then it is rebuilt from the truth in the same request), or
-//! Redis is unreachable. Every such answer says `degraded`; it counts as
-//! Redis would (mute, pins, marks, mentions, recalls are in the truth too).
+//! was not loaded (then it is rebuilt from the truth in the same request:
+//! source `sql`), or Redis is unreachable (source `sql-redis-unreachable`, a
+//! degraded answer). They count as Redis would (mute, pins, marks, mentions,
+//! recalls are in the truth too).
 
 use crate::bindings::unread::core::types::{
-    AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, Principal, ReadState,
+    AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, Principal, ReadState, Source,
 };
 use crate::config::Limits;
 use crate::scripts::{ListCursor, badge_of};
 use crate::sql::TruthRow;
 use crate::{reconcile, sql};
 
-/// The user's truth in list order; with `version` (Redis answered a miss),
-/// the user's Redis state is rebuilt from it too.
-async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<Vec<TruthRow>, Error> {
+/// The user's truth in list order, and where the answer comes from; with
+/// `version` (Redis answered a miss), the user's Redis state is rebuilt from
+/// it too.
+async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<(Vec<TruthRow>, Source), Error> {
     let limits = Limits::read().await?;
     let users = std::slice::from_ref(&who.user);
     let truth = sql::truth(url, &who.tenant, users, limits).await?;
-    if let Some(version) = version {
-        // Best effort: if Redis moved meanwhile, the next request rebuilds.
-        let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true).await;
-    }
-    Ok(truth.rows)
+    let source = match version {
+        Some(version) => {
+            // Best effort: if Redis moved meanwhile, the next request rebuilds.
+            let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true).await;
+            Source::Sql
+        }
+        None => Source::SqlRedisUnreachable,
+    };
+    Ok((truth.rows, source))
 }
 
 fn listed(rows: &[TruthRow]) -> impl Iterator<Item = &TruthRow> {
     rows.iter().filter(|r| r.listed)
 }
 
-fn badge(rows: &[TruthRow]) -> AppBadge {
+fn badge(rows: &[TruthRow], source: Source) -> AppBadge {
     let mut categories: Vec<CategoryUnread> = Vec::new();
     for row in listed(rows) {
         let counted = row.counts().counted();
@@ -44,7 +50,7 @@ fn badge(rows: &[TruthRow]) -> AppBadge {
         c.muted += counted.muted;
         c.mentions += counted.mentions;
     }
-    badge_of(categories, true)
+    badge_of(categories, source)
 }
 
 fn conversation(row: &TruthRow) -> Conversation {
@@ -66,7 +72,8 @@ fn conversation(row: &TruthRow) -> Conversation {
 
 /// The badge, from SQL.
 pub async fn badge_of_user(url: &str, who: &Principal, version: Option<String>) -> Result<AppBadge, Error> {
-    Ok(badge(&user_truth(url, who, version).await?))
+    let (rows, source) = user_truth(url, who, version).await?;
+    Ok(badge(&rows, source))
 }
 
 /// A list page, from SQL, with the same order and cursors as Redis gives.
@@ -78,8 +85,8 @@ pub async fn page(
     category: Option<&str>,
     version: Option<String>,
 ) -> Result<Page, Error> {
-    let rows = user_truth(url, who, version).await?;
-    let badge = badge(&rows);
+    let (rows, source) = user_truth(url, who, version).await?;
+    let badge = badge(&rows, source);
     let mut rest = listed(&rows)
         .map(conversation)
         .filter(|r| category.is_none_or(|c| r.category == c))
@@ -101,7 +108,7 @@ pub async fn read_state(
     seq: u64,
     version: Option<String>,
 ) -> Result<ReadState, Error> {
-    let rows = user_truth(url, who, version).await?;
+    let (rows, source) = user_truth(url, who, version).await?;
     let row = rows.iter().find(|r| r.conversation == conversation);
     let counted = row.map(|r| r.counts().counted()).unwrap_or_default();
     Ok(ReadState {
@@ -109,7 +116,7 @@ pub async fn read_state(
         read_seq: row.map_or(seq, |r| r.read_seq.max(seq)),
         unread: counted.unread,
         mentions: counted.mentions,
-        badge: badge(&rows),
+        badge: badge(&rows, source),
     })
 }
 
@@ -120,8 +127,8 @@ pub async fn conversation_state(
     id: &str,
     version: Option<String>,
 ) -> Result<ConversationState, Error> {
-    let rows = user_truth(url, who, version).await?;
+    let (rows, source) = user_truth(url, who, version).await?;
     let row =
         rows.iter().find(|r| r.conversation == id && r.last_seq > 0).ok_or_else(|| crate::unknown_conversation(id))?;
-    Ok(ConversationState { conversation: conversation(row), badge: badge(&rows) })
+    Ok(ConversationState { conversation: conversation(row), badge: badge(&rows, source) })
 }

@@ -232,7 +232,7 @@ impl Guest for Core {
         .await?;
         Ok(match category {
             Some(only) => {
-                scripts::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.degraded)
+                scripts::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.source)
             }
             None => badge,
         })

@@ -7,7 +7,8 @@ use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
 use unread_api::{
-    Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, app_principal, json, query, require_method,
+    Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, Provenance, app_principal, json, query,
+    require_method,
 };
 
 const DEFAULT_LIMIT: u32 = 20;
@@ -43,10 +44,12 @@ async fn handle(request: Request) -> Answer {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let provenance = Provenance::of(&page.badge);
     Ok(json(&serde_json::json!({
         "conversations": rows,
         "next_cursor": page.next_cursor,
-        "degraded": page.badge.degraded,
+        "source": provenance.source,
+        "degraded": provenance.degraded,
         "badge": BadgeJson::nested(page.badge),
     })))
 }

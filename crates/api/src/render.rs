@@ -6,7 +6,7 @@ use serde::Serialize;
 use spin_sdk::http::{HeaderValue, Response, StatusCode};
 
 use crate::Problem;
-use crate::core::{AppBadge, Conversation};
+use crate::core::{AppBadge, Conversation, Source};
 
 /// The body type of every answer.
 pub type Body = spin_sdk::http::FullBody<Bytes>;
@@ -28,31 +28,52 @@ pub fn json_with_status(status: StatusCode, value: &impl Serialize) -> Response<
     response
 }
 
+/// Where an answer came from, as the API says it: `"source"` is `"redis"` or
+/// `"sql"` (a user Redis had not loaded is answered from SQL, and loaded, on
+/// a normal first call), and `"degraded"` is true only when SQL answered
+/// because Redis could not be reached.
+#[derive(Serialize)]
+pub struct Provenance {
+    pub source: &'static str,
+    pub degraded: bool,
+}
+
+impl Provenance {
+    /// Where the answer carrying `badge` came from.
+    pub fn of(badge: &AppBadge) -> Self {
+        match badge.source {
+            Source::Redis => Provenance { source: "redis", degraded: false },
+            Source::Sql => Provenance { source: "sql", degraded: false },
+            Source::SqlRedisUnreachable => Provenance { source: "sql", degraded: true },
+        }
+    }
+}
+
 /// The badge as the API shows it: `{"total": n, "muted": n, "mentions": n,
 /// "categories": {"chat": n}}` (categories counting 0 left out), plus
-/// `"degraded"` where the badge is the whole answer.
+/// `"source"` and `"degraded"` where the badge is the whole answer.
 #[derive(Serialize)]
 pub struct BadgeJson {
     total: u64,
     muted: u64,
     mentions: u64,
     categories: serde_json::Map<String, serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    degraded: Option<bool>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    provenance: Option<Provenance>,
 }
 
 impl BadgeJson {
-    /// The badge inside a larger answer (which says `degraded` itself).
+    /// The badge inside a larger answer (which says where it came from itself).
     pub fn nested(badge: AppBadge) -> Self {
         let categories =
             badge.categories.into_iter().filter(|c| c.unread > 0).map(|c| (c.category, c.unread.into())).collect();
-        BadgeJson { total: badge.total, muted: badge.muted, mentions: badge.mentions, categories, degraded: None }
+        BadgeJson { total: badge.total, muted: badge.muted, mentions: badge.mentions, categories, provenance: None }
     }
 
     /// The badge as a whole answer.
     pub fn answer(badge: AppBadge) -> Self {
-        let degraded = Some(badge.degraded);
-        BadgeJson { degraded, ..BadgeJson::nested(badge) }
+        let provenance = Some(Provenance::of(&badge));
+        BadgeJson { provenance, ..BadgeJson::nested(badge) }
     }
 }
 

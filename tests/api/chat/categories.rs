@@ -126,7 +126,7 @@ async fn list_and_badge_filter_by_category() {
     );
     assert_eq!(
         badge_of(&app, "u2", "category=system").await,
-        json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"system": 3}, "degraded": false})
+        json!({"total": 3, "muted": 0, "mentions": 0, "categories": {"system": 3}, "source": "redis", "degraded": false})
     );
     assert_eq!(badge_of(&app, "u2", "category=trade").await["total"], 0);
 }

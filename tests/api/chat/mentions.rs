@@ -33,7 +33,7 @@ async fn mentions_count_until_read_past_them_even_when_muted() {
     flag(&app, "u2", "c1", "mute", json!({"muted": true})).await;
     assert_eq!(
         badge_of(&app, "u2", "").await,
-        json!({"total": 0, "muted": 2, "mentions": 1, "categories": {}, "degraded": false})
+        json!({"total": 0, "muted": 2, "mentions": 1, "categories": {}, "source": "redis", "degraded": false})
     );
     assert_eq!(app.mark_read("acme", "u2", "c1", 4).await.body["badge"]["mentions"], 0);
 }

@@ -60,6 +60,6 @@ async fn a_recalled_mention_stops_counting() {
     recall(&app, "c1", 1, &["u1", "u2"]).await;
     assert_eq!(
         badge_of(&app, "u2", "").await,
-        json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "degraded": false})
+        json!({"total": 0, "muted": 0, "mentions": 0, "categories": {}, "source": "redis", "degraded": false})
     );
 }

@@ -29,7 +29,7 @@ async fn a_muted_conversation_keeps_its_unread_but_leaves_the_badge_total() {
     messages(&app, "c1", 4, 1, 1_000).await;
     assert_eq!(
         badge_of(&app, "u2", "").await,
-        json!({"total": 2, "muted": 4, "mentions": 0, "categories": {"chat": 2}, "degraded": false})
+        json!({"total": 2, "muted": 4, "mentions": 0, "categories": {"chat": 2}, "source": "redis", "degraded": false})
     );
     assert_eq!(badge_of(&app, "u3", "").await["total"], 6, "another member's mute is not u3's");
     let unmuted = flag(&app, "u2", "c1", "mute", json!({"muted": false})).await;
@@ -133,11 +133,11 @@ async fn flags_mentions_and_recalls_are_in_the_truth() {
         assert_eq!(app.whole_list("acme", "u2", 20).await, before, "{kind:?}");
         app.redis.kill();
         app.redis.restart();
-        assert_eq!(app.list("acme", "u2", "").await.body["degraded"], true, "{kind:?}: Redis lost everything");
+        assert_eq!(app.list("acme", "u2", "").await.body["source"], "sql", "{kind:?}: Redis lost everything");
         assert_eq!(app.whole_list("acme", "u2", 20).await, before, "{kind:?}: rebuilt from the truth");
         assert_eq!(
             badge_of(&app, "u2", "").await,
-            json!({"total": 0, "muted": 2, "mentions": 2, "categories": {}, "degraded": false})
+            json!({"total": 0, "muted": 2, "mentions": 2, "categories": {}, "source": "redis", "degraded": false})
         );
         drop(app);
         store.drop_database().await;

@@ -2,7 +2,7 @@
 //! miss, and the members the SQL store must answer for.
 
 use crate::Error;
-use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation};
+use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation, Source};
 use crate::keys::UserKeys;
 use crate::script::{Call, Reply, malformed};
 use crate::state;
@@ -53,7 +53,7 @@ impl Reply {
                 _ => return Err(malformed()),
             }
         }
-        Ok(badge_of(categories, false))
+        Ok(badge_of(categories, Source::Redis))
     }
 
     /// A conversation row: id, category, last, read, score, preview, unread,
@@ -86,13 +86,13 @@ impl Reply {
 
 /// The badge of per-category sums: `total`, `muted` and `mentions` are their
 /// sums; categories that count nothing are left out.
-pub fn badge_of(mut categories: Vec<CategoryUnread>, degraded: bool) -> AppBadge {
+pub fn badge_of(mut categories: Vec<CategoryUnread>, source: Source) -> AppBadge {
     categories.retain(|c| c.unread > 0 || c.muted > 0 || c.mentions > 0);
     categories.sort_by(|a, b| a.category.cmp(&b.category));
     let total = categories.iter().map(|c| c.unread).sum();
     let muted = categories.iter().map(|c| c.muted).sum();
     let mentions = categories.iter().map(|c| c.mentions).sum();
-    AppBadge { total, muted, mentions, categories, degraded }
+    AppBadge { total, muted, mentions, categories, source }
 }
 
 /// The members of a call that acts on many users: each one's keys and name.
