@@ -18,6 +18,7 @@ mod operators;
 mod outage;
 mod reconcile;
 mod round_trips;
+mod schema;
 mod secured;
 mod selection;
 mod storage;

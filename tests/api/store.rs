@@ -54,6 +54,12 @@ const APP_SCHEMA: &[&str] = &[
 impl MessageStore {
     /// Creates a database of its own with the app's schema.
     pub async fn create(kind: Kind) -> MessageStore {
+        let schema: Vec<String> = APP_SCHEMA.iter().map(|s| s.to_string()).collect();
+        MessageStore::create_with(kind, &schema).await
+    }
+
+    /// Creates a database of its own with the statements of `schema`.
+    pub async fn create_with(kind: Kind, schema: &[String]) -> MessageStore {
         let name = format!("unread_t{}", rand::rng().random::<u64>());
         let (url, client) = match kind {
             Kind::MariaDb => {
@@ -79,7 +85,7 @@ impl MessageStore {
             }
         };
         let store = MessageStore { url, name, client };
-        for statement in APP_SCHEMA {
+        for statement in schema {
             store.exec(statement, &[]).await;
         }
         store
