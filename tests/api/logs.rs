@@ -139,6 +139,17 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
+/// The variables every run needs: `redis`, and the test secrets.
+fn essentials(redis: &RedisServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("redis_url", redis.url()),
+        ("redis_host", redis.host()),
+        ("jwt_secret", JWT_SECRET.to_string()),
+        ("service_token", SERVICE_TOKEN.to_string()),
+        ("admin_token", ADMIN_TOKEN.to_string()),
+    ]
+}
+
 /// An app token for `user` of `tenant`, signed with `secret`.
 fn app_token(tenant: &str, user: &str, secret: &str, exp: u64) -> String {
     signed_jwt(r#"{"alg":"HS256","typ":"JWT"}"#, &json!({"sub": user, "tid": tenant, "exp": exp}), secret)
@@ -148,17 +159,13 @@ fn app_token(tenant: &str, user: &str, secret: &str, exp: u64) -> String {
 async fn drift_above_the_threshold_is_logged_as_a_warning_line() {
     let store = MessageStore::create(Kind::Postgres).await;
     let redis = RedisServer::start();
-    let host = Served::start(&[
-        ("redis_url", redis.url()),
-        ("redis_host", redis.host()),
-        ("jwt_secret", JWT_SECRET.to_string()),
-        ("service_token", SERVICE_TOKEN.to_string()),
-        ("admin_token", ADMIN_TOKEN.to_string()),
+    let mut variables = essentials(&redis);
+    variables.extend([
         ("sql_url", store.url.clone()),
         ("sql_host", "postgres://127.0.0.1:5432".to_string()),
         ("drift_alert_threshold", "2".to_string()),
-    ])
-    .await;
+    ]);
+    let host = Served::start(&variables).await;
     // Messages the app stored but never touched: u2 drifts by 5 in c1, 1 in c2.
     let members = ["u1".to_string(), "u2".to_string()];
     store.create_conversation("acme", "c1", "chat", &members).await;
@@ -196,14 +203,7 @@ fn json_lines(log: &str) -> HashMap<String, Vec<Value>> {
 #[tokio::test]
 async fn every_request_writes_one_json_log_line_and_a_5xx_its_reason() {
     let redis = RedisServer::start();
-    let host = Served::start(&[
-        ("redis_url", redis.url()),
-        ("redis_host", redis.host()),
-        ("jwt_secret", JWT_SECRET.to_string()),
-        ("service_token", SERVICE_TOKEN.to_string()),
-        ("admin_token", ADMIN_TOKEN.to_string()),
-    ])
-    .await;
+    let host = Served::start(&essentials(&redis)).await;
     // A user id that must never reach a log line.
     let user = "person-7f3a9c";
     let token = app_token("acme", user, JWT_SECRET, now() + 3600);
@@ -524,13 +524,7 @@ async fn unread_host_up_refuses_a_jwt_secret_shorter_than_32_bytes() {
 #[tokio::test]
 async fn unread_host_up_serves_only_the_selected_components() {
     let redis = RedisServer::start();
-    let variables = [
-        ("redis_url", redis.url()),
-        ("redis_host", redis.host()),
-        ("jwt_secret", JWT_SECRET.to_string()),
-        ("service_token", SERVICE_TOKEN.to_string()),
-        ("admin_token", ADMIN_TOKEN.to_string()),
-    ];
+    let variables = essentials(&redis);
     let host = Served::start_with(&variables, &["--component-id", "touch", "-c", "health"]).await;
     let touch = json!({"tenant": "acme", "conversation": "c1", "seq": 1, "ts": 1_000, "sender": "u1",
         "members": ["u1", "u2"], "preview": {"text": "hi"}});

@@ -45,7 +45,7 @@ async fn a_dry_run_writes_nothing() {
         note["category"] = json!("system");
         store.store_message("acme", "n1", 1, 1_000, "u1", &note["preview"].to_string()).await;
         app.touch(note).await;
-        let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
+        app.redis.flush_all();
         let cursors = store.cursors("acme").await;
         let dry = clear(&app, json!({"tenant": "acme", "category": "system", "user": "u2", "dry_run": true})).await;
         assert_eq!((dry.status, dry.body["unread"].as_u64()), (200, Some(1)), "{kind:?}: {:?}", dry.body);

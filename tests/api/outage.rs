@@ -31,7 +31,7 @@ async fn a_user_redis_lost_is_never_given_invented_numbers() {
             send(&app, &store, "c1", seq, &["u1", "u2"]).await;
         }
         assert_eq!(app.mark_read("acme", "u2", "c1", 5000).await.body["unread"], 0, "{kind:?}");
-        let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
+        app.redis.flush_all();
         let mut events = Events::subscribe(&app, "acme");
         send(&app, &store, "c1", 5001, &["u1", "u2"]).await;
         app.recall("acme", "c1", 4999, &["u1", "u2"], None).await;

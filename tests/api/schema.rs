@@ -79,10 +79,6 @@ async fn conversation(store: &MessageStore, id: &str, category: &str, members: &
     }
 }
 
-fn flush(app: &App) {
-    let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
-}
-
 #[tokio::test]
 async fn the_documented_schema_is_the_truth_unread_answers_from() {
     for kind in KINDS {
@@ -119,7 +115,7 @@ async fn the_documented_schema_is_the_truth_unread_answers_from() {
         // Nothing drifted, and Redis rebuilt from these views answers the same.
         let report = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
         assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
-        flush(&app);
+        app.redis.flush_all();
         let from_sql = app.list("acme", "u2", "").await.body;
         assert_eq!(from_sql["source"], "sql", "{kind:?}");
         assert_eq!(from_sql["conversations"], from_redis["conversations"], "{kind:?}");

@@ -112,17 +112,9 @@ impl RedisServer {
         keys
     }
 
-    /// Every key with its serialized value (`DUMP`), sorted: equal when
-    /// nothing was written in between.
-    pub fn dump(&self) -> Vec<(String, Vec<u8>)> {
-        let mut redis = self.connection().unwrap();
-        self.keys()
-            .into_iter()
-            .map(|key| {
-                let value: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut redis).unwrap();
-                (key, value)
-            })
-            .collect()
+    /// Empties the server, as a Redis that lost its data would be.
+    pub fn flush_all(&self) {
+        let _: () = redis::cmd("FLUSHALL").query(&mut self.connection().unwrap()).unwrap();
     }
 }
 

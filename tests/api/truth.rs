@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{App, Setup, assert_badge_consistent, message};
+use crate::support::{App, Setup, assert_badge_consistent, assert_key_space_unchanged, message};
 
 async fn app_on(store: &MessageStore) -> App {
     App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await
@@ -59,7 +59,7 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
         send(&app, &store, "n1", 1, "bot", &["u2"]).await;
         app.mark_read("acme", "u2", "c1", 1).await;
         let before = app.list("acme", "u2", "limit=20").await.body;
-        let _: () = redis::cmd("FLUSHALL").query(&mut app.redis.connection().unwrap()).unwrap();
+        app.redis.flush_all();
 
         // Answered from SQL, and loaded: not a failure, so not degraded.
         let degraded = app.list("acme", "u2", "limit=20").await.body;
@@ -285,15 +285,17 @@ async fn a_touch_refused_for_its_category_writes_nothing() {
         conversation(&store, "c1", "chat", &["u1", "u2"]).await;
         send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
         let mentions = || async { store.rows("SELECT COUNT(*) FROM unread_mentions", &[]).await[0][0].clone() };
-        let before = (store.cursors("acme").await, mentions().await, app.redis.dump());
+        let before = (store.cursors("acme").await, mentions().await);
+        let redis_before = app.redis.key_space();
         let mut touch = message("acme", "c1", 2, 1_002, "u1", &["u1", "u2"]);
         touch["category"] = json!("system");
         touch["mentions"] = json!(["u2"]);
         store.store_message("acme", "c1", 2, 1_002, "u1", &touch["preview"].to_string()).await;
         let refused = app.touch(touch).await;
         assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (409, Some("conflict")), "{kind:?}");
-        let after = (store.cursors("acme").await, mentions().await, app.redis.dump());
-        assert_eq!(after, before, "{kind:?}: the refused touch wrote");
+        let after = (store.cursors("acme").await, mentions().await);
+        assert_eq!(after, before, "{kind:?}: the refused touch wrote SQL");
+        assert_key_space_unchanged(&redis_before, &app.redis.key_space(), "the refused touch");
         drop(app);
         store.drop_database().await;
     }
