@@ -450,38 +450,17 @@ fn identifier_fields(route: &Route) -> Vec<&'static str> {
     }
 }
 
-/// Identifiers the documented alphabet (1-64 of `[A-Za-z0-9._-]`) excludes.
+/// Values no identifier may take: identifiers are 1-128 bytes of UTF-8
+/// without control characters (what Redis keys cannot carry is escaped, see
+/// isolation.rs), so these are the empty, the overlong, control characters
+/// and what is not a string.
 fn hostile_identifiers() -> Vec<Value> {
-    let mut bad: Vec<Value> = [
-        "a{b",
-        "a}b",
-        "{acme:u1}",
-        "a:b",
-        "a*b",
-        "*",
-        "a b",
-        " a",
-        "a ",
-        "a\tb",
-        "a\nb",
-        "a\u{0}b",
-        "ü",
-        "用户",
-        "😀",
-        "a/b",
-        "a\\b",
-        "a%7Bb",
-        "a\"b",
-        "a?b",
-        "a#b",
-        "a[b]",
-        "",
-        "\u{200b}",
-    ]
-    .iter()
-    .map(|s| json!(s))
-    .collect();
-    bad.push(json!("c".repeat(65)));
+    let mut bad: Vec<Value> = ["", "a\tb", "a\nb", "a\rb", "a\u{0}b", "\u{1b}[31m", "a\u{7f}b", "a\u{85}b", "\u{9f}"]
+        .iter()
+        .map(|s| json!(s))
+        .collect();
+    bad.push(json!("c".repeat(129)));
+    bad.push(json!("名".repeat(43)));
     bad.push(json!("c".repeat(1000)));
     bad.extend([json!(1), json!(true), json!([]), json!({})]);
     bad
@@ -528,25 +507,9 @@ async fn hostile_categories_in_bodies_are_invalid_request() {
 #[tokio::test]
 async fn hostile_identifiers_in_paths_are_invalid_request() {
     let (app, before) = seeded().await;
-    let long = "c".repeat(65);
-    let ids = [
-        "a%7Bb",
-        "a%7Db",
-        "%7Bacme:u1%7D",
-        "a:b",
-        "a*b",
-        "*",
-        "a%20b",
-        "%20",
-        "%C3%BC",
-        "%F0%9F%98%80",
-        "a%00b",
-        "a%2Fb",
-        "a%25b",
-        "%FF",
-        "",
-        &long,
-    ];
+    let long = "c".repeat(129);
+    // Percent-decoded, these are control characters, not UTF-8, or empty.
+    let ids = ["a%00b", "%0A", "a%7Fb", "%C2%85", "%FF", "%C3", "a%ZZb", "a%4", "", &long];
     let routes = [
         (
             "delete-conversation",

@@ -78,7 +78,10 @@ async fn a_fresh_instance_opens_one_connection_and_makes_one_round_trip() {
     for seq in 2..=3 {
         for (name, answer, stats) in every_call(&app, seq).await {
             assert_eq!(answer.status, 200, "{name}: {:?}", answer.body);
-            assert_eq!(stats, RedisStats { opens: 1, commands: 1 }, "{name}");
+            // The call's script, and (cache-only) the data set's check that
+            // every new connection makes (lost.rs): Spin reuses an instance
+            // and its connection for up to 128 requests.
+            assert_eq!(stats, RedisStats { opens: 1, commands: 2 }, "{name}");
         }
     }
 }

@@ -12,6 +12,9 @@
 #[path = "../api/support.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "../api/tokens.rs"]
+#[allow(dead_code)]
+mod tokens;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{Answer, App, REDIS_PASSWORD, SERVICE_TOKEN, Setup, jwt, message};
+use tokens::SigningKey;
 
 const LEVELS: [usize; 3] = [1, 16, 64];
 const USERS: usize = 1_000;
@@ -358,8 +362,43 @@ async fn main() {
         run.ms(1.0),
         usec
     );
+    token_costs().await;
     nodelay_comparison().await;
     println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// What verifying an identity provider's token costs a call: the badge at
+/// one client with a token of each algorithm (keys given as PEM, so no JWKS
+/// fetch is in the loop), against HS256's.
+async fn token_costs() {
+    let keys = [SigningKey::rs256("rs"), SigningKey::es256("es"), SigningKey::ed25519("ed")];
+    let pem: String = keys.iter().map(|key| key.pem.as_str()).collect();
+    let app = Arc::new(App::with(Setup { variables: vec![("jwt_public_keys", pem)], ..Setup::default() }).await);
+    println!("\n== app tokens: GET /v1/badge, 1 client, by the token's algorithm (keys as PEM)");
+    println!("alg         calls   p50 ms   p90 ms   p99 ms | p50 over HS256's (us)");
+    let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
+    let claims = json!({"sub": "u1", "tid": "bench", "exp": exp});
+    let mut tokens = vec![("HS256", jwt("bench", "u1"))];
+    tokens.extend(keys.iter().map(|key| (key.alg, key.token(&claims))));
+    let mut hs256_p50 = None;
+    for (alg, token) in tokens {
+        let token = Arc::new(token);
+        let badge = call(move |app, _| {
+            let token = token.clone();
+            async move { app.send("GET", "/v1/badge", Some(token.to_string()), None).await }
+        });
+        let _ = phase(&app, 1, 50, &badge).await;
+        let (run, _) = phase(&app, 1, 500, &badge).await;
+        let base = *hs256_p50.get_or_insert(run.ms(0.5));
+        println!(
+            "{alg:<10} {:>6} {:>8.3} {:>8.3} {:>8.3} | {:>+10.0}",
+            run.calls,
+            run.ms(0.5),
+            run.ms(0.9),
+            run.ms(0.99),
+            (run.ms(0.5) - base) * 1000.0
+        );
+    }
 }
 
 /// The same Redis-backed calls with TCP_NODELAY on the host's accepted

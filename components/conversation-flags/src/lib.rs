@@ -7,8 +7,8 @@ use spin_sdk::http::{Method, Request, StatusCode};
 use spin_sdk::http_service;
 use unread_api::core::{ConversationFlag, counts};
 use unread_api::{
-    Answer, BadgeJson, ConversationJson, Identifier, Problem, Provenance, app_principal, json, json_body,
-    json_body_or_empty, require_method,
+    Answer, ConversationJson, Identifier, Problem, WithBadge, app_principal, json, json_body, json_body_or_empty,
+    require_method,
 };
 
 #[derive(Deserialize)]
@@ -45,13 +45,8 @@ async fn handle(request: Request) -> Answer {
         }
     };
     let state = counts::set_flag(who, conversation, flag).await?;
-    let provenance = Provenance::of(&state.badge);
-    Ok(json(&serde_json::json!({
-        "conversation": ConversationJson::new(state.conversation, |preview| preview)?,
-        "source": provenance.source,
-        "degraded": provenance.degraded,
-        "badge": BadgeJson::nested(state.badge),
-    })))
+    let body = serde_json::json!({ "conversation": ConversationJson::new(state.conversation, |preview| preview)? });
+    Ok(json(&WithBadge::new(body, state.badge)))
 }
 
 /// `{id}` and the action of `/v1/conversations/{id}/{mute|pin|mark-unread}`;
@@ -63,6 +58,7 @@ fn route(path: &str) -> Result<(String, &str), Problem> {
     if !matches!(action, "mute" | "pin" | "mark-unread") {
         return Err(not_found());
     }
-    let id = Identifier::parse("conversation", id).map_err(|e| Problem::bad_request("invalid_request", e))?;
+    let id =
+        Identifier::from_path_segment("conversation", id).map_err(|e| Problem::bad_request("invalid_request", e))?;
     Ok((id.into_string(), action))
 }

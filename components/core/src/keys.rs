@@ -3,6 +3,12 @@
 //!
 //! Every key is versioned (`un:v2`) and carries tenant and user in one
 //! Cluster hash tag (`{T:U}`), so one user's keys always share a slot.
+//!
+//! Identifiers are any text without control characters, so each goes into a
+//! name [`escape`]d: the bytes that would end the hash tag (`}`), split it
+//! (`:`), act in a `SCAN` pattern (`*`, `?`, `[`, `]`, `\`) or escape
+//! (`%`) become `%XX`. Distinct identifiers give distinct names, and the
+//! identifiers of the old alphabet (`A-Z a-z 0-9 . _ -`) keep theirs.
 
 use crate::script::Call;
 
@@ -23,7 +29,7 @@ pub struct UserKeys {
 impl UserKeys {
     /// The keys of `user` of `tenant`.
     pub fn new(tenant: &str, user: &str) -> Self {
-        UserKeys { prefix: format!("{PREFIX}:{{{tenant}:{user}}}:") }
+        UserKeys { prefix: format!("{PREFIX}:{{{}:{}}}:", escape(tenant), escape(user)) }
     }
 
     /// One of the user's keys, by its name in [`USER_KEYS`].
@@ -50,19 +56,70 @@ impl UserKeys {
 /// The pattern of every `meta` key of a tenant's users: a walk without a SQL
 /// store finds the users that have state by it.
 pub fn meta_pattern(tenant: &str) -> String {
-    format!("{PREFIX}:{{{tenant}:*}}:meta")
+    format!("{PREFIX}:{{{}:*}}:meta", escape(tenant))
 }
 
 /// The user whose `meta` key `key` is, if it is one of `tenant`'s.
 pub fn user_of_meta_key(tenant: &str, key: &str) -> Option<String> {
     let inner = key.strip_prefix(PREFIX)?.strip_prefix(":{")?.strip_suffix("}:meta")?;
-    let user = inner.strip_prefix(tenant)?.strip_prefix(':')?;
-    (!user.is_empty()).then(|| user.to_string())
+    let user = inner.strip_prefix(escape(tenant).as_str())?.strip_prefix(':')?;
+    unescape(user).filter(|user| !user.is_empty())
 }
 
-/// The pub/sub channel of a tenant's change events.
+/// The record of the data set a cache-only unread writes to (one per Redis
+/// data set, whatever the tenant).
+pub fn dataset_key() -> String {
+    format!("{PREFIX}:dataset")
+}
+
+/// The pub/sub channel of a tenant's change events (the tenant [`escape`]d,
+/// so that a `PSUBSCRIBE` on it matches that tenant only).
 pub fn events_channel(tenant: &str) -> String {
-    format!("unread:events:{tenant}")
+    format!("unread:events:{}", escape(tenant))
+}
+
+/// Whether `byte` goes into key names as it is.
+fn kept_as_is(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-' | b'@' | b'|' | b'+' | b'#' | b'=' | b'/')
+}
+
+/// `id` as it goes into key and channel names: bytes outside the kept set
+/// as `%XX` (upper-case hex). One-to-one, so no identifier reaches
+/// another's keys.
+pub fn escape(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for &byte in id.as_bytes() {
+        if kept_as_is(byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The identifier [`escape`] turned into `text`; `None` if `text` is not
+/// one of its outputs.
+pub fn unescape(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            let decoded = u8::from_str_radix(hex, 16).ok()?;
+            if kept_as_is(decoded) || hex.bytes().any(|b| b.is_ascii_lowercase()) {
+                return None;
+            }
+            bytes.push(decoded);
+            rest = &tail[2..];
+        } else if kept_as_is(byte) {
+            bytes.push(byte);
+            rest = tail;
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]
@@ -85,5 +142,41 @@ mod tests {
         assert_eq!(user_of_meta_key("other", &key), None);
         assert_eq!(user_of_meta_key("acme", "un:v2:{acme:u2}:list"), None);
         assert_eq!(meta_pattern("acme"), "un:v2:{acme:*}:meta");
+    }
+
+    #[test]
+    fn identifiers_of_the_old_alphabet_keep_their_names() {
+        assert_eq!(UserKeys::new("acme", "U-1.x_y").key("list"), "un:v2:{acme:U-1.x_y}:list");
+        assert_eq!(events_channel("acme"), "unread:events:acme");
+    }
+
+    #[test]
+    fn separators_tags_and_patterns_cannot_reach_another_users_keys() {
+        // Without escaping, ("a:b", "c") and ("a", "b:c") would share keys.
+        assert_ne!(UserKeys::new("a:b", "c").key("list"), UserKeys::new("a", "b:c").key("list"));
+        for (tenant, user) in [("acme", "u}:x"), ("ac{me", "u"), ("acme", "*"), ("acme", "a[b]?\\c"), ("acme", "50%")] {
+            let key = UserKeys::new(tenant, user).key("meta");
+            let tag = key.strip_prefix("un:v2:{").and_then(|rest| rest.strip_suffix("}:meta")).unwrap();
+            assert!(!tag.contains(['{', '}', '*', '?', '[', ']', '\\']), "{key}");
+            assert_eq!(tag.matches(':').count(), 1, "{key}");
+            assert_eq!(user_of_meta_key(tenant, &key).as_deref(), Some(user));
+        }
+        assert_eq!(meta_pattern("a*"), "un:v2:{a%2A:*}:meta");
+        assert_eq!(events_channel("t*"), "unread:events:t%2A");
+    }
+
+    #[test]
+    fn real_world_identifiers_round_trip() {
+        for id in ["alice@example.com", "auth0|64f1c2", "#general", "ünïcødé 名前", "a b", "%41", "x%"] {
+            let escaped = escape(id);
+            assert!(escaped.bytes().all(|b| b.is_ascii_graphic()), "{escaped}");
+            assert_eq!(unescape(&escaped).as_deref(), Some(id), "{escaped}");
+        }
+        assert_eq!(escape("alice@example.com"), "alice@example.com");
+        assert_eq!(escape("a:b"), "a%3Ab");
+        // Only escape's own outputs decode: one identifier, one name.
+        for foreign in ["%41", "%3a", "a%3", "a%", "a:b", "%ZZ", "%FF"] {
+            assert_eq!(unescape(foreign), None, "{foreign}");
+        }
     }
 }

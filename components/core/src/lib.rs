@@ -10,6 +10,7 @@
 mod cached;
 mod clear;
 mod config;
+mod dataset;
 mod degraded;
 mod flags;
 mod keys;
@@ -458,6 +459,20 @@ mod tests {
         assert_eq!(cursor, ListCursor { section: 1, score: 1764460800123017, conversation: "c.42".into() });
         assert_eq!(cursor.text(), "1.1764460800123017.c.42");
         for bad in ["", "1", "2.5.c", "0..c", "0.5.", "0.x.c", "0.9007199254740992.c"] {
+            assert!(ListCursor::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cursors_carry_any_conversation_id_url_safe() {
+        for id in ["#general", "a b&c=d", "ünï", "~x", "a+b%2F"] {
+            let cursor = ListCursor { section: 0, score: 7, conversation: id.into() };
+            let text = cursor.text();
+            assert!(text.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~".contains(&b)), "{text}");
+            assert_eq!(ListCursor::parse(&text).unwrap(), cursor);
+        }
+        // One id, one cursor text: a plain id is never hex-encoded, and hex is lower-case and whole.
+        for bad in ["0.5.~", "0.5.~6", "0.5.~6A", "0.5.~63", "0.5.~zz", "0.5.a b", "0.5.~ff"] {
             assert!(ListCursor::parse(bad).is_err(), "{bad}");
         }
     }

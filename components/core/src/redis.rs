@@ -11,7 +11,7 @@ use crate::Error;
 use crate::cached::{Slot, with_connection, within};
 use crate::script::{Call, Lua, Reply, Script};
 use crate::scripts::ForgetLoaded;
-use crate::sql;
+use crate::{dataset, sql};
 
 thread_local! {
     static CONNECTION: Slot<Connection> = const { Slot::new(None) };
@@ -22,7 +22,16 @@ thread_local! {
 /// Runs `script`: its keys and arguments as it encodes them, its reply as it
 /// decodes it.
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
-    run_on(&CONNECTION, open, script).await
+    if !dataset::due() {
+        return run_on(&CONNECTION, open, script).await;
+    }
+    // Beside the call, on the same (pipelined) connection: no added wait.
+    let check = dataset::check();
+    let (answer, record) = crate::both(run_on(&CONNECTION, open, script), run_on(&CONNECTION, open, &check)).await;
+    if let Ok(record) = record {
+        dataset::saw(record);
+    }
+    answer
 }
 
 /// Like [`run`], on a connection of its own that does not first apply the
@@ -94,13 +103,25 @@ fn is_no_script(text: &str) -> bool {
 
 /// Opens the instance's connection. With a SQL store, it first hands Redis
 /// the users whose writes reached only SQL while Redis was unreachable (see
-/// [`sql::stale_users`]), so that their next read rebuilds from the truth.
+/// [`sql::stale_users`]), so that their next read rebuilds from the truth;
+/// cache-only, it checks that Redis still holds the data set this instance
+/// saw (see [`dataset`]).
 async fn open() -> Result<Connection, RedisError> {
     let connection = connect().await?;
-    if let Ok(Some(url)) = sql::configured().await {
-        forget_stale(&connection, &url).await?;
+    match sql::configured().await {
+        Ok(Some(url)) => forget_stale(&connection, &url).await?,
+        Ok(None) => dataset::saw(run_here(&connection, &dataset::check()).await?),
+        Err(_) => {}
     }
     Ok(connection)
+}
+
+/// Runs `script` on a connection being opened.
+async fn run_here<S: Script>(connection: &Connection, script: &S) -> Result<S::Reply, RedisError> {
+    let mut call = Call::default();
+    script.encode(&mut call);
+    let values = eval(connection, S::lua(), &params(call)).await?;
+    script.decode(&mut Reply::new(values)).map_err(|e| RedisError::Other(format!("{e:?}")))
 }
 
 /// A connection to `redis_url`.
@@ -119,10 +140,7 @@ async fn forget_stale(connection: &Connection, url: &str) -> Result<(), RedisErr
         return Ok(());
     }
     let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
-    let script = ForgetLoaded { users: &users };
-    let mut call = Call::default();
-    script.encode(&mut call);
-    eval(connection, ForgetLoaded::lua(), &params(call)).await?;
+    run_here(connection, &ForgetLoaded { users: &users }).await?;
     // Marks written meanwhile stay for the next connection.
     let _ = sql::forget_stale(url, &stale).await;
     Ok(())

@@ -40,6 +40,7 @@ fn conversation_in(path: &str) -> Result<String, Problem> {
         .strip_prefix("/v1/admin/conversations/")
         .and_then(|rest| rest.strip_suffix("/delete"))
         .ok_or_else(not_found)?;
-    let id = Identifier::parse("conversation", id).map_err(|e| Problem::bad_request("invalid_request", e))?;
+    let id =
+        Identifier::from_path_segment("conversation", id).map_err(|e| Problem::bad_request("invalid_request", e))?;
     Ok(id.into_string())
 }

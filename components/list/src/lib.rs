@@ -7,8 +7,7 @@ use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
 use unread_api::{
-    Answer, BadgeJson, Category, ConversationJson, Lockscreen, Problem, Provenance, app_principal, json, query,
-    require_method,
+    Answer, Category, ConversationJson, Lockscreen, Problem, WithBadge, app_principal, json, query, require_method,
 };
 
 const DEFAULT_LIMIT: u32 = 20;
@@ -44,14 +43,8 @@ async fn handle(request: Request) -> Answer {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let provenance = Provenance::of(&page.badge);
-    Ok(json(&serde_json::json!({
-        "conversations": rows,
-        "next_cursor": page.next_cursor,
-        "source": provenance.source,
-        "degraded": provenance.degraded,
-        "badge": BadgeJson::nested(page.badge),
-    })))
+    let body = serde_json::json!({ "conversations": rows, "next_cursor": page.next_cursor });
+    Ok(json(&WithBadge::new(body, page.badge)))
 }
 
 fn listing(request: &Request) -> Result<Listing, Problem> {

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use spin_sdk::http::{Method, Request};
 use spin_sdk::http_service;
 use unread_api::core::counts;
-use unread_api::{Answer, BadgeJson, Identifier, Provenance, Seq, app_principal, json, json_body, require_method};
+use unread_api::{Answer, Identifier, Seq, WithBadge, app_principal, json, json_body, require_method};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,14 +24,11 @@ async fn handle(request: Request) -> Answer {
     let who = app_principal(&request).await?;
     let read: MarkRead = json_body(request).await?;
     let state = counts::mark_read(who, read.conversation.into_string(), read.seq.get()).await?;
-    let provenance = Provenance::of(&state.badge);
-    Ok(json(&serde_json::json!({
+    let body = serde_json::json!({
         "conversation": state.conversation,
         "read_seq": state.read_seq,
         "unread": state.unread,
         "mentions": state.mentions,
-        "source": provenance.source,
-        "degraded": provenance.degraded,
-        "badge": BadgeJson::nested(state.badge),
-    })))
+    });
+    Ok(json(&WithBadge::new(body, state.badge)))
 }

@@ -31,21 +31,44 @@ pub fn json_with_status(status: StatusCode, value: &impl Serialize) -> Response<
 /// Where an answer came from, as the API says it: `"source"` is `"redis"` or
 /// `"sql"` (a user Redis had not loaded is answered from SQL, and loaded, on
 /// a normal first call), and `"degraded"` is true only when SQL answered
-/// because Redis could not be reached.
+/// because Redis could not be reached. `"state": "lost"` is there only when
+/// a cache-only Redis lost its data: its numbers start from nothing since.
 #[derive(Serialize)]
 pub struct Provenance {
     pub source: &'static str,
     pub degraded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
 }
 
 impl Provenance {
     /// Where the answer carrying `badge` came from.
     pub fn of(badge: &AppBadge) -> Self {
-        match badge.source {
-            Source::Redis => Provenance { source: "redis", degraded: false },
-            Source::Sql => Provenance { source: "sql", degraded: false },
-            Source::SqlRedisUnreachable => Provenance { source: "sql", degraded: true },
-        }
+        let (source, degraded, state) = match badge.source {
+            Source::Redis => ("redis", false, None),
+            Source::RedisDataLost => ("redis", false, Some("lost")),
+            Source::Sql => ("sql", false, None),
+            Source::SqlRedisUnreachable => ("sql", true, None),
+        };
+        Provenance { source, degraded, state }
+    }
+}
+
+/// An answer that carries a badge: `body`'s fields, then where it came from
+/// ([`Provenance`]), then the badge.
+#[derive(Serialize)]
+pub struct WithBadge<T: Serialize> {
+    #[serde(flatten)]
+    body: T,
+    #[serde(flatten)]
+    provenance: Provenance,
+    badge: BadgeJson,
+}
+
+impl<T: Serialize> WithBadge<T> {
+    /// `body` with `badge` and where it came from.
+    pub fn new(body: T, badge: AppBadge) -> Self {
+        WithBadge { body, provenance: Provenance::of(&badge), badge: BadgeJson::nested(badge) }
     }
 }
 

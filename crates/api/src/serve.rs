@@ -26,7 +26,7 @@ use std::time::Instant;
 use spin_sdk::http::{HeaderValue, Request, Response};
 
 use crate::render::Body;
-use crate::{Answer, Identifier, cors};
+use crate::{Answer, cors};
 
 /// Serves one request with `handle` and does what every function does around
 /// it (see the module documentation). `function` names the function in the log.
@@ -120,13 +120,13 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
-/// The caller's request id if it is a plain token, else a fresh one.
+/// The caller's request id if it is a plain token (1-64 of
+/// `A-Z a-z 0-9 . _ -`), else a fresh one.
 fn request_id(given: Option<&HeaderValue>, fresh: impl FnOnce() -> String) -> String {
-    given
-        .and_then(|value| value.to_str().ok())
-        .filter(|id| Identifier::parse("x-request-id", id).is_ok())
-        .map(str::to_string)
-        .unwrap_or_else(fresh)
+    let plain = |id: &&str| {
+        (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    };
+    given.and_then(|value| value.to_str().ok()).filter(plain).map(str::to_string).unwrap_or_else(fresh)
 }
 
 /// 128 random bits as 32 hex digits, from the host's random source.

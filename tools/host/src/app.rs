@@ -66,7 +66,8 @@ fn component_contexts(
             environment: Arc::new(decl.environment.clone().into_iter().collect()),
             redis: RedisCtx::new(allowed_hosts.clone(), counters.clone()),
             mysql: MysqlCtx::new(allowed_hosts.clone()),
-            postgres: PgCtx::new(allowed_hosts),
+            postgres: PgCtx::new(allowed_hosts.clone()),
+            allowed_hosts,
             host_stopping: host_stopping.clone(),
         };
         contexts.insert(id.clone(), context);

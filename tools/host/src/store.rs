@@ -2,6 +2,7 @@
 
 use crate::capability::CapabilityView;
 use crate::mysql::MysqlCtx;
+use crate::outbound::AllowedHosts;
 use crate::postgres::PgCtx;
 use crate::redis::RedisCtx;
 use crate::variables::ComponentVariables;
@@ -28,6 +29,8 @@ pub struct ComponentContext {
     pub mysql: MysqlCtx,
     /// The component's PostgreSQL permissions.
     pub postgres: PgCtx,
+    /// The component's resolved `allowed_outbound_hosts`, for outbound HTTP.
+    pub allowed_hosts: Arc<AllowedHosts>,
     /// Set once the host is shutting down (instances dropped then are not failures).
     pub host_stopping: Arc<AtomicBool>,
 }
@@ -37,7 +40,7 @@ pub struct StoreState {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
-    hooks: DenyOutboundHttp,
+    hooks: OutboundHttp,
     variables: Arc<ComponentVariables>,
     redis: RedisCtx,
     mysql: MysqlCtx,
@@ -51,7 +54,7 @@ impl StoreState {
             table: ResourceTable::new(),
             wasi: WasiCtxBuilder::new().envs(&component.environment).inherit_stdout().inherit_stderr().build(),
             http: WasiHttpCtx::new(),
-            hooks: DenyOutboundHttp,
+            hooks: OutboundHttp { allowed_hosts: component.allowed_hosts.clone() },
             variables: component.variables.clone(),
             redis: component.redis.for_instance(),
             mysql: component.mysql.for_instance(),
@@ -97,15 +100,20 @@ pub fn variables_view(state: &mut StoreState) -> &ComponentVariables {
     &state.variables
 }
 
-/// `wasi:http` hooks that refuse outbound HTTP: none of our components is allowed any.
-struct DenyOutboundHttp;
+/// `wasi:http` hooks for outbound HTTP: a request goes out only to a
+/// destination the component's `allowed_outbound_hosts` permit (the guest
+/// sees `HTTP-request-denied` otherwise, as under Spin), then as wasmtime
+/// sends it by default (HTTPS verified against the web PKI roots).
+struct OutboundHttp {
+    allowed_hosts: Arc<AllowedHosts>,
+}
 
-impl WasiHttpHooks for DenyOutboundHttp {
+impl WasiHttpHooks for OutboundHttp {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
-        _options: Option<wasmtime_wasi_http::RequestOptions>,
-        _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<
         dyn Future<
                 Output = wasmtime_wasi_http::Result<(
@@ -114,7 +122,18 @@ impl WasiHttpHooks for DenyOutboundHttp {
                 )>,
             > + Send,
     > {
-        eprintln!("unread-host: outbound HTTP to {} denied (not in allowed_outbound_hosts)", request.uri());
-        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+        let scheme = request.uri().scheme_str().unwrap_or("https").to_string();
+        if self.allowed_hosts.permit(&request.uri().to_string(), &scheme).is_err() {
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        let _ = fut;
+        Box::new(async move {
+            use http_body_util::BodyExt;
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((
+                response.map(BodyExt::boxed_unsync),
+                Box::new(io) as Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            ))
+        })
     }
 }

@@ -53,7 +53,7 @@ impl Reply {
                 _ => return Err(malformed()),
             }
         }
-        Ok(badge_of(categories, Source::Redis))
+        Ok(badge_of(categories, crate::dataset::redis_source()))
     }
 
     /// A conversation row: id, category, last, read, score, preview, unread,

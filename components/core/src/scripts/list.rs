@@ -8,7 +8,8 @@ use crate::scripts::Loaded;
 use crate::state;
 
 /// Where a list page ends: `<section>.<score>.<conversation>` of the last
-/// row served (section 1: pinned). URL-safe as it is.
+/// row served (section 1: pinned). URL-safe as it is: a conversation id
+/// outside `A-Z a-z 0-9 . _ -` is written as `~` and its bytes in hex.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListCursor {
     pub section: u8,
@@ -45,18 +46,44 @@ impl ListCursor {
         if score > crate::MAX_EXACT {
             return Err(invalid());
         }
-        Ok(ListCursor { section, score, conversation: conversation.to_string() })
+        let conversation = match conversation.strip_prefix('~') {
+            Some(hex) => from_hex(hex).ok_or_else(invalid)?,
+            None if plain(conversation) => conversation.to_string(),
+            None => return Err(invalid()),
+        };
+        Ok(ListCursor { section, score, conversation })
     }
 
     /// The cursor as the API gives it.
     pub fn text(&self) -> String {
-        format!("{}.{}.{}", self.section, self.score, self.conversation)
+        let conversation = if plain(&self.conversation) {
+            self.conversation.clone()
+        } else {
+            let hex: String = self.conversation.bytes().map(|b| format!("{b:02x}")).collect();
+            format!("~{hex}")
+        };
+        format!("{}.{}.{conversation}", self.section, self.score)
     }
 
     /// Where a row stands in list order (greater comes first).
     pub fn position(row: &Conversation) -> (u8, u64, &str) {
         (row.pinned.into(), state::score(row.ts, row.last_seq), &row.id)
     }
+}
+
+/// Whether a conversation id goes into a cursor as it is.
+fn plain(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The id written as lower-case hex by [`ListCursor::text`].
+fn from_hex(hex: &str) -> Option<String> {
+    if hex.is_empty() || !hex.len().is_multiple_of(2) || hex.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let bytes = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok());
+    let id = String::from_utf8(bytes.collect::<Option<Vec<u8>>>()?).ok()?;
+    (!plain(&id)).then_some(id)
 }
 
 /// A page of `limit` rows after `after`, of `category` only if given.
