@@ -429,10 +429,11 @@ async fn lookalike_principals_reach_only_their_own_state() {
         ("beta}", "u1"),
         ("acme:u2", "u1"),
         ("acme", "{beta:u1}"),
-        ("acme", "*"),
+        ("acme", "**"),
+        ("acme", "u*"),
         ("acme", "u?"),
         ("acme", "u[12]"),
-        ("*", "*"),
+        ("*u", "**"),
         ("acme:", "u2"),
         ("acme", ":u2"),
     ] {
@@ -629,8 +630,8 @@ async fn real_world_identifiers_are_kept_apart() {
         ("acme", "名前", "ü", 5),
         ("acme", "{acme:u1}", "50%", 6),
         ("acme", "u1", "50%", 7),
-        ("t*", "*", "[x]?", 8),
-        ("tx", "*", "[x]?", 9),
+        ("t*", "**", "[x]?", 8),
+        ("tx", "**", "[x]?", 9),
     ];
     for (tenant, user, conversation, unread) in cases {
         for seq in 1..=unread {
@@ -647,8 +648,12 @@ async fn real_world_identifiers_are_kept_apart() {
         assert_eq!(app.badge(tenant, user).await.body["total"], unread, "{what}");
     }
     let events = star_events.take();
-    assert_eq!(events.len(), 8, "tenant t* has 8 messages to * and nothing of tx: {events:?}");
-    assert!(events.iter().all(|e| e["user"] == "*" && e["conversation"] == "[x]?"), "{events:?}");
+    assert_eq!(events.len(), 8, "tenant t* has 8 messages to ** and nothing of tx: {events:?}");
+    assert!(events.iter().all(|e| e["user"] == "**" && e["conversation"] == "[x]?"), "{events:?}");
+    // `*` alone names every member in the SQL store's mentions: no one is called that.
+    let star = message("acme", "c", 1, 1_000, "sender@example.com", &["*"]);
+    assert_refused(&app.touch(star).await, 400, "invalid_request", "a member named *");
+    assert_refused(&app.badge("acme", "*").await, 401, "unauthorized", "a user named *");
 
     // A conversation id in a path is percent-encoded.
     let mute = app

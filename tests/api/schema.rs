@@ -131,3 +131,54 @@ async fn the_documented_schema_is_the_truth_unread_answers_from() {
         store.drop_database().await;
     }
 }
+
+/// unread's own MySQL tables made when identifiers were at most 64 bytes are
+/// widened on the first connection; a 128-byte user id then works end to end.
+#[tokio::test]
+async fn tables_made_for_short_identifiers_are_widened_for_long_ones() {
+    let mut schema: Vec<String> = crate::store::APP_SCHEMA.iter().map(|s| s.to_string()).collect();
+    schema.push(
+        "CREATE TABLE unread_read_cursors (tenant VARBINARY(64) NOT NULL, user_id VARBINARY(64) NOT NULL, \
+         conversation VARBINARY(64) NOT NULL, read_seq BIGINT NOT NULL DEFAULT 0, muted SMALLINT NOT NULL DEFAULT 0, \
+         pinned SMALLINT NOT NULL DEFAULT 0, marked_unread SMALLINT NOT NULL DEFAULT 0, updated_at BIGINT NOT NULL, \
+         PRIMARY KEY (tenant, user_id, conversation))"
+            .into(),
+    );
+    schema.push(
+        "CREATE TABLE unread_mentions (tenant VARBINARY(64) NOT NULL, conversation VARBINARY(64) NOT NULL, \
+         seq BIGINT NOT NULL, user_id VARBINARY(64) NOT NULL, sender VARBINARY(64) NOT NULL, \
+         PRIMARY KEY (tenant, conversation, seq, user_id))"
+            .into(),
+    );
+    let store = MessageStore::create_with(Kind::MariaDb, &schema).await;
+    store.exec("INSERT INTO unread_read_cursors VALUES ('acme', 'old', 'c0', 3, 0, 0, 0, 1)", &[]).await;
+    let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+    let long = format!("{}@example.com", "ü".repeat(58)); // 128 bytes
+    assert_eq!(long.len(), 128);
+    let members = vec!["bob@example.com".to_string(), long.clone()];
+    store.create_conversation("acme", "#general", "chat", &members).await;
+    for seq in 1..=2 {
+        store.store_message("acme", "#general", seq, 1_000 * seq, "bob@example.com", "{}").await;
+        let mut touch = crate::support::message("acme", "#general", seq, 1_000 * seq, "bob@example.com", &[&long]);
+        touch["mentions"] = json!([long]);
+        let answer = app.send("POST", "/v1/touch", Some(SERVICE_TOKEN.into()), Some(touch.to_string())).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    let read = json!({"conversation": "#general", "seq": 1}).to_string();
+    let answer = app.send("POST", "/v1/mark-read", Some(jwt("acme", &long)), Some(read)).await;
+    assert_eq!((answer.status, &answer.body["unread"]), (200, &json!(1)), "{:?}", answer.body);
+    assert_eq!(store.cursors("acme").await.get(&(long.clone(), "#general".to_string())), Some(&1));
+    assert_eq!(store.cursors("acme").await.get(&("old".to_string(), "c0".to_string())), Some(&3), "rows kept");
+    let narrow = store
+        .rows(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+             AND TABLE_NAME LIKE 'unread%' AND DATA_TYPE = 'varbinary' AND CHARACTER_MAXIMUM_LENGTH < 128",
+            &[],
+        )
+        .await;
+    assert_eq!(narrow, vec![vec!["0".to_string()]]);
+    // From SQL alone (Redis lost everything), the same numbers.
+    app.redis.flush_all();
+    let badge = app.badge("acme", &long).await;
+    assert_eq!((&badge.body["total"], &badge.body["mentions"]), (&json!(1), &json!(1)), "{:?}", badge.body);
+}

@@ -37,14 +37,14 @@ pub struct MessageStore {
     client: Client,
 }
 
-const APP_SCHEMA: &[&str] = &[
-    "CREATE TABLE app_conversations (tenant VARCHAR(64) NOT NULL, conversation VARCHAR(64) NOT NULL, \
+pub const APP_SCHEMA: &[&str] = &[
+    "CREATE TABLE app_conversations (tenant VARCHAR(128) NOT NULL, conversation VARCHAR(128) NOT NULL, \
      category VARCHAR(32) NOT NULL, last_seq BIGINT NOT NULL, last_ts BIGINT NOT NULL, preview TEXT NOT NULL, \
      PRIMARY KEY (tenant, conversation))",
-    "CREATE TABLE app_members (tenant VARCHAR(64) NOT NULL, conversation VARCHAR(64) NOT NULL, \
-     user_id VARCHAR(64) NOT NULL, PRIMARY KEY (tenant, conversation, user_id))",
-    "CREATE TABLE app_messages (tenant VARCHAR(64) NOT NULL, conversation VARCHAR(64) NOT NULL, \
-     seq BIGINT NOT NULL, ts BIGINT NOT NULL, sender VARCHAR(64) NOT NULL, preview TEXT NOT NULL, \
+    "CREATE TABLE app_members (tenant VARCHAR(128) NOT NULL, conversation VARCHAR(128) NOT NULL, \
+     user_id VARCHAR(128) NOT NULL, PRIMARY KEY (tenant, conversation, user_id))",
+    "CREATE TABLE app_messages (tenant VARCHAR(128) NOT NULL, conversation VARCHAR(128) NOT NULL, \
+     seq BIGINT NOT NULL, ts BIGINT NOT NULL, sender VARCHAR(128) NOT NULL, preview TEXT NOT NULL, \
      PRIMARY KEY (tenant, conversation, seq))",
     "CREATE VIEW unread_conversation_heads AS \
      SELECT tenant, conversation, last_seq, last_ts, category, preview FROM app_conversations",

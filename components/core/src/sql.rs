@@ -50,6 +50,7 @@ thread_local! {
 
 const MIGRATION_MYSQL: &str = include_str!("sql/mysql.sql");
 const MIGRATION_POSTGRES: &str = include_str!("sql/postgres.sql");
+const WIDEN_MYSQL: &str = include_str!("sql/mysql-widen.sql");
 
 /// The store's address, or None when unread runs cache-only (`sql_url`
 /// empty, or not declared by the component). A variable that cannot be read
@@ -546,7 +547,29 @@ impl Store {
                     .map_err(|_| format!("migration failed: {error}"))?;
             }
         }
+        if matches!(self, Store::Mysql(_)) && self.has_narrow_identifiers().await? {
+            for statement in statements(WIDEN_MYSQL) {
+                self.execute(&statement, Vec::new()).await.map_err(|e| format!("widening identifiers failed: {e}"))?;
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a MySQL table of unread's still has an identifier column
+    /// narrower than 128 bytes (made before identifiers could be that long).
+    async fn has_narrow_identifiers(&self) -> Result<bool, String> {
+        let rows = self
+            .query(
+                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+                 AND TABLE_NAME LIKE 'unread\\_%' AND DATA_TYPE = 'varbinary' AND CHARACTER_MAXIMUM_LENGTH < 128",
+                Vec::new(),
+            )
+            .await?;
+        Ok(match rows.first().and_then(|row| row.first()) {
+            Some(Value::Int(count)) => *count > 0,
+            Some(Value::Text(count)) => count != "0",
+            _ => false,
+        })
     }
 
     fn placeholder(&self, n: usize) -> String {

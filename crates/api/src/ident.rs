@@ -23,12 +23,16 @@ pub const MAX_SEQ: u64 = (1 << 53) - 1;
 pub const MAX_IDENTIFIER_BYTES: usize = 128;
 
 /// What an identifier may be, for error messages.
-pub const IDENTIFIER_RULE: &str = "1-128 bytes of UTF-8 without control characters";
+pub const IDENTIFIER_RULE: &str = "1-128 bytes of UTF-8 without control characters, and not `*` alone";
+
+/// The one id no identifier may be: the SQL store's mentions name every
+/// member (`@all`) with it.
+const ALL: &str = "*";
 
 impl Identifier {
     /// Validates `text` as an identifier; the error says what is wrong.
     pub fn parse(what: &str, text: &str) -> Result<Self, String> {
-        if (1..=MAX_IDENTIFIER_BYTES).contains(&text.len()) && !text.chars().any(char::is_control) {
+        if (1..=MAX_IDENTIFIER_BYTES).contains(&text.len()) && !text.chars().any(char::is_control) && text != ALL {
             Ok(Identifier(text.to_string()))
         } else {
             Err(format!("{what} must be {IDENTIFIER_RULE}"))
@@ -140,7 +144,7 @@ mod tests {
             assert!(Identifier::parse("id", good).is_ok(), "{good:?} refused");
         }
         // 43 three-byte characters are 129 bytes.
-        for bad in ["", "a\nb", "a\0b", "tab\t", "del\u{7f}", "c1\u{85}", &"a".repeat(129), &"名".repeat(43)] {
+        for bad in ["", "*", "a\nb", "a\0b", "tab\t", "del\u{7f}", "c1\u{85}", &"a".repeat(129), &"名".repeat(43)] {
             assert!(Identifier::parse("id", bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -308,9 +308,10 @@ impl ClaimRules {
     }
 }
 
-const USER_RULE: &str = "the token's user claim must be a string of 1-128 bytes of UTF-8 without control characters";
+const USER_RULE: &str =
+    "the token's user claim must be a string of 1-128 bytes of UTF-8 without control characters, and not `*` alone";
 const TENANT_RULE: &str =
-    "the token's tenant claim must be a string of 1-128 bytes of UTF-8 without control characters";
+    "the token's tenant claim must be a string of 1-128 bytes of UTF-8 without control characters, and not `*` alone";
 
 fn identifier(
     claims: &Map<String, Value>,

@@ -5,9 +5,9 @@
 
 -- Each user's read cursor and settings of a conversation.
 CREATE TABLE IF NOT EXISTS unread_read_cursors (
-  tenant VARBINARY(64) NOT NULL,
-  user_id VARBINARY(64) NOT NULL,
-  conversation VARBINARY(64) NOT NULL,
+  tenant VARBINARY(128) NOT NULL,
+  user_id VARBINARY(128) NOT NULL,
+  conversation VARBINARY(128) NOT NULL,
   read_seq BIGINT NOT NULL DEFAULT 0,
   muted SMALLINT NOT NULL DEFAULT 0,
   pinned SMALLINT NOT NULL DEFAULT 0,
@@ -19,27 +19,28 @@ CREATE TABLE IF NOT EXISTS unread_read_cursors (
 
 -- Recalled (or deleted) messages: they never count as unread.
 CREATE TABLE IF NOT EXISTS unread_recalls (
-  tenant VARBINARY(64) NOT NULL,
-  conversation VARBINARY(64) NOT NULL,
+  tenant VARBINARY(128) NOT NULL,
+  conversation VARBINARY(128) NOT NULL,
   seq BIGINT NOT NULL,
   PRIMARY KEY (tenant, conversation, seq)
 );
 
--- Mentions: user_id '*' mentions every member but the sender.
+-- Mentions: user_id '*' mentions every member but the sender (no
+-- identifier may be `*` alone).
 CREATE TABLE IF NOT EXISTS unread_mentions (
-  tenant VARBINARY(64) NOT NULL,
-  conversation VARBINARY(64) NOT NULL,
+  tenant VARBINARY(128) NOT NULL,
+  conversation VARBINARY(128) NOT NULL,
   seq BIGINT NOT NULL,
-  user_id VARBINARY(64) NOT NULL,
-  sender VARBINARY(64) NOT NULL,
+  user_id VARBINARY(128) NOT NULL,
+  sender VARBINARY(128) NOT NULL,
   PRIMARY KEY (tenant, conversation, seq, user_id)
 );
 
 -- Users whose write reached this store while Redis was unreachable: the
 -- next Redis connection makes their next read rebuild from the truth.
 CREATE TABLE IF NOT EXISTS unread_stale_users (
-  tenant VARBINARY(64) NOT NULL,
-  user_id VARBINARY(64) NOT NULL,
+  tenant VARBINARY(128) NOT NULL,
+  user_id VARBINARY(128) NOT NULL,
   since BIGINT NOT NULL,
   PRIMARY KEY (tenant, user_id, since)
 );

@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS unread_recalls (
   PRIMARY KEY (tenant, conversation, seq)
 );
 
--- Mentions: user_id '*' mentions every member but the sender.
+-- Mentions: user_id '*' mentions every member but the sender (no
+-- identifier may be `*` alone).
 CREATE TABLE IF NOT EXISTS unread_mentions (
   tenant TEXT NOT NULL,
   conversation TEXT NOT NULL,
