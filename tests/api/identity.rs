@@ -184,7 +184,11 @@ async fn jwks_tokens_of_every_algorithm_work_and_keys_rotate() {
     let fresh = get(&app, "/v1/badge", &rs2.token(&alice)).await;
     assert_eq!((fresh.status, &fresh.body["total"]), (200, &json!(0)), "the new key works at once: {:?}", fresh.body);
     assert_eq!(jwks.fetches(), before + 1, "an unknown kid fetches the JWKS once");
-    let retired = get(&app, "/v1/badge", &rs.token(&alice)).await;
+    // A new token of the retired key is refused (one the instance verified
+    // before stays verified for up to a minute: retiring is not revoking).
+    let mut later = alice.clone();
+    later["iat"] = json!(in_an_hour() - 3000);
+    let retired = get(&app, "/v1/badge", &rs.token(&later)).await;
     assert_refused(&retired, 401, "unauthorized", "the retired key");
     assert_eq!(get(&app, "/v1/badge", &es.token(&alice)).await.status, 200, "the keys kept still work");
 
@@ -202,7 +206,12 @@ async fn pem_keys_and_a_fixed_tenant_serve_a_single_tenant_app() {
     let (ed, es) = (SigningKey::ed25519("unused"), SigningKey::es256("unused"));
     let pem = [ed.pem.as_str(), es.pem.as_str()].concat();
     let app = App::with(Setup {
-        variables: vec![("jwt_secret", String::new()), ("jwt_public_keys", pem), ("fixed_tenant", "solo".into())],
+        variables: vec![
+            ("jwt_secret", String::new()),
+            ("jwt_public_keys", pem),
+            ("fixed_tenant", "solo".into()),
+            ("jwt_leeway_seconds", "0".into()),
+        ],
         ..Setup::default()
     })
     .await;
@@ -218,6 +227,12 @@ async fn pem_keys_and_a_fixed_tenant_serve_a_single_tenant_app() {
             assert_eq!((badge.status, &badge.body["total"]), (200, &json!(1)), "{}: {:?}", key.alg, badge.body);
         }
     }
+    // A token verified once is still checked for expiry on every call.
+    let soon = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 2;
+    let brief = ed.token(&json!({"sub": "auth0|64f1c2", "exp": soon}));
+    assert_eq!(get(&app, "/v1/badge", &brief).await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_refused(&get(&app, "/v1/badge", &brief).await, 401, "unauthorized", "expired after it was verified");
     let stranger = SigningKey::ed25519("unused");
     let refused = get(&app, "/v1/badge", &stranger.token(&json!({"sub": "auth0|64f1c2", "exp": in_an_hour()}))).await;
     assert_refused(&refused, 401, "unauthorized", "a key not configured");

@@ -7,7 +7,9 @@
 //! only. No refusal repeats a token, a claim's value or the configuration.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use spin_sdk::http::Request;
@@ -33,9 +35,14 @@ const MAX_LEEWAY_SECONDS: u32 = 300;
 /// The tenant and user of an app call, from its `Authorization: Bearer <JWT>`.
 pub async fn app_principal(request: &Request) -> Result<Principal, Problem> {
     let config = JwtConfig::read().await?;
-    let token = Token::parse(bearer(request)?).map_err(Problem::unauthorized)?;
-    if !config.verified(&token).await? {
-        return Err(Problem::unauthorized("the token's signature is not valid"));
+    let text = bearer(request)?;
+    let token = Token::parse(text).map_err(Problem::unauthorized)?;
+    let digest: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+    if !VERIFIED.with_borrow(|verified| verified.holds(&digest)) {
+        if !config.verified(&token).await? {
+            return Err(Problem::unauthorized("the token's signature is not valid"));
+        }
+        VERIFIED.with_borrow_mut(|verified| verified.add(digest));
     }
     let who = config.claims.principal(&token, now_seconds()).map_err(Problem::unauthorized)?;
     crate::serve::note_tenant(&who.tenant);
@@ -155,6 +162,38 @@ impl JwtConfig {
     }
 }
 
+/// How long a token whose signature was verified is taken as verified by
+/// the instance: a client sends the same token for many calls, and an RS256
+/// or ES256 check costs over a millisecond in wasm (the benchmark's "app
+/// tokens"). Its claims (`exp` above all) are checked on every call.
+const VERIFIED_FOR: Duration = Duration::from_secs(60);
+
+/// The most tokens an instance remembers as verified.
+const MAX_VERIFIED: usize = 1024;
+
+/// Tokens (by the SHA-256 of their whole text) whose signature a key
+/// verified, and when.
+#[derive(Default)]
+struct Verified {
+    at: HashMap<[u8; 32], Instant>,
+}
+
+impl Verified {
+    fn holds(&self, digest: &[u8; 32]) -> bool {
+        self.at.get(digest).is_some_and(|at| at.elapsed() < VERIFIED_FOR)
+    }
+
+    fn add(&mut self, digest: [u8; 32]) {
+        if self.at.len() >= MAX_VERIFIED {
+            self.at.retain(|_, at| at.elapsed() < VERIFIED_FOR);
+            if self.at.len() >= MAX_VERIFIED {
+                self.at.clear();
+            }
+        }
+        self.at.insert(digest, Instant::now());
+    }
+}
+
 /// Keys parsed from the variables that gave them.
 struct Parsed {
     secret: Option<String>,
@@ -166,6 +205,8 @@ thread_local! {
     /// The keys parsed from the last `jwt_secret` and `jwt_public_keys` seen:
     /// parsing an RSA key on every call would cost more than verifying.
     static PARSED: RefCell<Option<Parsed>> = const { RefCell::new(None) };
+    /// The tokens this instance verified lately.
+    static VERIFIED: RefCell<Verified> = RefCell::new(Verified::default());
 }
 
 fn static_keys(secret: Option<&str>, pem: Option<&str>) -> Result<Rc<Vec<Key>>, Problem> {
@@ -222,6 +263,21 @@ mod tests {
         assert!(!same_secret("abc", "abcd"));
         assert!(!same_secret("", "abc"));
         assert!(!same_secret("abd", "abc"));
+    }
+
+    #[test]
+    fn verified_tokens_are_remembered_for_a_while_and_bounded() {
+        let mut verified = Verified::default();
+        verified.add([1; 32]);
+        assert!(verified.holds(&[1; 32]) && !verified.holds(&[2; 32]));
+        verified.at.insert([2; 32], Instant::now() - VERIFIED_FOR);
+        assert!(!verified.holds(&[2; 32]), "too old");
+        for n in 0..MAX_VERIFIED * 2 {
+            let mut digest = [0; 32];
+            digest[..8].copy_from_slice(&(n as u64).to_le_bytes());
+            verified.add(digest);
+            assert!(verified.at.len() <= MAX_VERIFIED);
+        }
     }
 
     #[test]
