@@ -39,6 +39,9 @@ CREATE TABLE app_messages (
 --   last_ts  BIGINT NOT NULL   its time in milliseconds since the epoch (a
 --                              DATETIME column in UTC converts as below)
 --   category VARCHAR           as in touch; NULL reads as 'chat'
+--   last_sender VARCHAR        (optional) who sent the newest message: it
+--                              never counts as unread for them, even when
+--                              its touch never came
 --   preview  JSON object       (JSON or text) what the list shows; a
 --                              recalled message shows the recall, so that
 --                              no rebuild brings the recalled text back
@@ -46,6 +49,7 @@ CREATE VIEW unread_conversation_heads AS
   SELECT c.tenant, c.conversation, c.last_seq,
          CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', m.sent_at) DIV 1000 AS SIGNED) AS last_ts,
          c.category,
+         m.sender AS last_sender,
          CASE WHEN m.recalled_at IS NULL THEN m.body
               ELSE JSON_OBJECT('type', 'recalled') END AS preview
   FROM app_conversations c

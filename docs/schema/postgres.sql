@@ -39,6 +39,9 @@ CREATE TABLE app_messages (
 --   last_ts  BIGINT NOT NULL   its time in milliseconds since the epoch (a
 --                              TIMESTAMPTZ column converts as below)
 --   category TEXT              as in touch; NULL reads as 'chat'
+--   last_sender TEXT           (optional) who sent the newest message: it
+--                              never counts as unread for them, even when
+--                              its touch never came
 --   preview  JSON object       (JSONB, JSON or text) what the list shows; a
 --                              recalled message shows the recall, so that
 --                              no rebuild brings the recalled text back
@@ -46,6 +49,7 @@ CREATE VIEW unread_conversation_heads AS
   SELECT c.tenant, c.conversation, c.last_seq,
          (EXTRACT(EPOCH FROM m.sent_at) * 1000)::BIGINT AS last_ts,
          c.category,
+         m.sender AS last_sender,
          CASE WHEN m.recalled_at IS NULL THEN m.body
               ELSE jsonb_build_object('type', 'recalled') END AS preview
   FROM app_conversations c

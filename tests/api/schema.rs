@@ -28,6 +28,23 @@ const DAY: u64 = 1_764_460_800_000;
 /// The app's side of a message: the row (a UTC time literal both servers
 /// read), the conversation's last seq in the same transaction, then touch.
 async fn post(app: &App, store: &MessageStore, kind: Kind, conversation: &str, seq: u64, members: &[&str]) -> u64 {
+    let (ts, body) = commit(store, kind, conversation, seq).await;
+    let category = store
+        .rows(
+            "SELECT category FROM app_conversations WHERE tenant = ? AND conversation = ?",
+            &[s("acme"), s(conversation)],
+        )
+        .await;
+    let touch = json!({"tenant": "acme", "conversation": conversation, "seq": seq, "ts": ts, "sender": "u1",
+        "members": members, "category": category[0][0], "preview": body});
+    let answer = app.touch(touch).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    ts
+}
+
+/// The app's transaction for message `seq` of u1: the row and the
+/// conversation's last seq. Its time (ms) and body.
+async fn commit(store: &MessageStore, kind: Kind, conversation: &str, seq: u64) -> (u64, Value) {
     let ts = DAY + seq * 1_000 + 123;
     let at = format!("2025-11-30 00:00:{:02}.123{}", seq, if kind == Kind::Postgres { "+00" } else { "" });
     let body = json!({"type": "text", "text": format!("message {seq}")});
@@ -49,17 +66,7 @@ async fn post(app: &App, store: &MessageStore, kind: Kind, conversation: &str, s
             &[P::I(seq as i64), s("acme"), s(conversation)],
         )
         .await;
-    let category = store
-        .rows(
-            "SELECT category FROM app_conversations WHERE tenant = ? AND conversation = ?",
-            &[s("acme"), s(conversation)],
-        )
-        .await;
-    let touch = json!({"tenant": "acme", "conversation": conversation, "seq": seq, "ts": ts, "sender": "u1",
-        "members": members, "category": category[0][0], "preview": body});
-    let answer = app.touch(touch).await;
-    assert_eq!(answer.status, 200, "{:?}", answer.body);
-    ts
+    (ts, body)
 }
 
 async fn conversation(store: &MessageStore, id: &str, category: &str, members: &[&str]) {
@@ -181,4 +188,28 @@ async fn tables_made_for_short_identifiers_are_widened_for_long_ones() {
     app.redis.flush_all();
     let badge = app.badge("acme", &long).await;
     assert_eq!((&badge.body["total"], &badge.body["mentions"]), (&json!(1), &json!(1)), "{:?}", badge.body);
+}
+
+/// With the heads view's `last_sender`, the truth never counts a message
+/// for its own sender, even when its touch (which moves the sender's
+/// cursor) never came.
+#[tokio::test]
+async fn the_last_sender_never_counts_their_own_message() {
+    for kind in KINDS {
+        let store = MessageStore::create_with(kind, &documented_schema(kind)).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        post(&app, &store, kind, "c1", 1, &["u1", "u2"]).await;
+        commit(&store, kind, "c1", 2).await; // its touch never comes
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await;
+        assert_eq!(report.status, 200, "{kind:?}: {:?}", report.body);
+        for (user, unread) in [("u1", 0), ("u2", 2)] {
+            let list = app.list("acme", user, "").await;
+            assert_eq!(list.body["conversations"][0]["unread"], unread, "{kind:?} {user}: {:?}", list.body);
+            assert_eq!(list.body["badge"]["total"], unread, "{kind:?} {user}");
+        }
+        app.redis.flush_all();
+        assert_eq!(app.badge("acme", "u1").await.body["total"], 0, "{kind:?}: rebuilt from SQL");
+        store.drop_database().await;
+    }
 }

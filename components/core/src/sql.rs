@@ -46,6 +46,15 @@ enum Value {
 
 thread_local! {
     static CONNECTION: Slot<Store> = const { Slot::new(None) };
+    /// Whether the heads view of the store connected to names each
+    /// conversation's `last_sender` (read when the connection opens).
+    static HEADS_NAME_LAST_SENDER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the app's heads view names the sender of each conversation's
+/// last message (the optional `last_sender` column).
+fn heads_name_last_sender() -> bool {
+    HEADS_NAME_LAST_SENDER.get()
 }
 
 const MIGRATION_MYSQL: &str = include_str!("sql/mysql.sql");
@@ -530,7 +539,26 @@ impl Store {
             return Err("sql_url must start with mysql:// or postgres://".into());
         };
         store.migrate().await?;
+        let last_sender = store.heads_have_last_sender().await?;
+        HEADS_NAME_LAST_SENDER.set(last_sender);
         Ok(store)
+    }
+
+    /// Whether the app's heads view has the optional `last_sender` column.
+    async fn heads_have_last_sender(&self) -> Result<bool, String> {
+        let schema = match self {
+            Store::Mysql(_) => "TABLE_SCHEMA = DATABASE()",
+            Store::Postgres(_) => "table_schema = ANY (current_schemas(false))",
+        };
+        let statement = format!(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE {schema} \
+             AND table_name = 'unread_conversation_heads' AND column_name = 'last_sender'"
+        );
+        Ok(match self.query(&statement, Vec::new()).await?.first().and_then(|row| row.first()) {
+            Some(Value::Int(count)) => *count > 0,
+            Some(Value::Text(count)) => count != "0",
+            _ => false,
+        })
     }
 
     /// Creates unread's table if missing. Another instance may be doing the

@@ -170,13 +170,21 @@ fn heads_statement(store: &Store, users: usize) -> String {
         Store::Mysql(_) => ("CAST(h.preview AS CHAR)", "CAST(m.user_id AS BINARY)"),
         Store::Postgres(_) => ("h.preview::text", "m.user_id"),
     };
+    // A sender has read their own message, even when its touch (which moves
+    // their cursor) never came.
+    let read = if super::heads_name_last_sender() {
+        "CASE WHEN h.last_sender = m.user_id THEN GREATEST(COALESCE(r.read_seq, 0), h.last_seq) \
+              ELSE COALESCE(r.read_seq, 0) END"
+    } else {
+        "COALESCE(r.read_seq, 0)"
+    };
     format!(
         "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn \
          FROM (\
            SELECT {as_key} AS user_id, m.conversation AS conversation, \
                   CASE WHEN h.last_seq IS NULL THEN '' ELSE COALESCE(h.category, 'chat') END AS category, \
                   COALESCE(h.last_seq, 0) AS last_seq, COALESCE(h.last_ts, 0) AS last_ts, {as_text} AS preview, \
-                  COALESCE(r.read_seq, 0) AS read_seq, COALESCE(r.muted, 0) AS muted, \
+                  {read} AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
                   ROW_NUMBER() OVER (PARTITION BY m.user_id ORDER BY COALESCE(r.pinned, 0) DESC, \
                     COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, m.conversation DESC) AS rn \
