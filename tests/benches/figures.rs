@@ -379,7 +379,7 @@ async fn token_costs() {
     println!("\n== app tokens: GET /v1/badge, 1 client, by the token's algorithm (keys as PEM)");
     println!("alg     tokens           calls   p50 ms   p90 ms   p99 ms | p50 over HS256's (us)");
     let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
-    let claims = |n: usize| json!({"sub": "u1", "tid": "bench", "exp": exp, "jti": n});
+    let claims = move |n: usize| json!({"sub": "u1", "tid": "bench", "exp": exp, "jti": n});
     type Mint = Arc<dyn Fn(usize) -> String + Send + Sync>;
     let mut mints: Vec<(&str, Mint)> =
         vec![("HS256", Arc::new(move |n| support::signed_jwt(r#"{"alg":"HS256"}"#, &claims(n), support::JWT_SECRET)))];
