@@ -262,6 +262,24 @@ async fn an_unreachable_or_unallowed_jwks_is_a_clean_503_and_recovers() {
     assert_refused(&down, 503, "unavailable", "JWKS down");
     assert!(!down.text.contains("127.0.0.1") && !down.text.contains("jwks"), "{}", down.text);
 
+    // A provider that accepts the connection and never answers: the fetch
+    // gives up (it is bounded in time) and the call is a clean 503.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            sockets.push(socket);
+        }
+    });
+    let hung = app_for_provider(
+        format!("http://127.0.0.1:{silent_port}/jwks.json"),
+        format!("http://127.0.0.1:{silent_port}"),
+    )
+    .await;
+    assert_refused(&get(&hung, "/v1/badge", &token).await, 503, "unavailable", "JWKS never answering");
+    held.abort();
+
     // The provider comes up, first failing, then serving: the next calls work.
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let jwks = JwksServer::on(listener, &[&key]);

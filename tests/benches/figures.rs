@@ -362,9 +362,48 @@ async fn main() {
         run.ms(1.0),
         usec
     );
+    entry_bytes().await;
     token_costs().await;
     nodelay_comparison().await;
     println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// Redis bytes per user-conversation entry: 100 users with 50 one-to-one
+/// conversations each (2 500 conversations, 5 000 entries), for previews of
+/// 0, 40 and 100 bytes of text: `MEMORY USAGE` (exact) of every key of
+/// those users, over the entries.
+async fn entry_bytes() {
+    const PEOPLE: usize = 100;
+    const EACH: usize = 50;
+    println!("\n== Redis bytes per user-conversation entry ({PEOPLE} users x {EACH} one-to-one conversations)");
+    let app = Arc::new(App::with(Setup::default()).await);
+    for (round, text_bytes) in [0usize, 40, 100].into_iter().enumerate() {
+        let tenant = format!("bytes{round}");
+        let preview = Arc::new(if text_bytes == 0 { json!({}) } else { json!({"text": "x".repeat(text_bytes)}) });
+        // User i talks with i+1 ..= i+25 (mod 100): 50 conversations each.
+        let (touch_tenant, touch_preview) = (tenant.clone(), preview.clone());
+        let touch = call(move |app, k| {
+            let (from, step) = (k / (EACH / 2), 1 + k % (EACH / 2));
+            let (a, b) = (format!("p{from}"), format!("p{}", (from + step) % PEOPLE));
+            let mut body = message(&touch_tenant, &format!("d{k}"), 1, 1_764_460_800_000 + k as u64, &a, &[&a, &b]);
+            body["preview"] = (*touch_preview).clone();
+            async move { app.touch(body).await }
+        });
+        let conversations = PEOPLE * EACH / 2;
+        let _ = phase(&app, 16, conversations, &touch).await;
+        let mut redis = app.redis.connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("un:v2:{{{tenant}:*")).query(&mut redis).unwrap();
+        let mut bytes = 0u64;
+        for key in &keys {
+            bytes += redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query::<u64>(&mut redis).unwrap();
+        }
+        let entries = conversations * 2;
+        println!(
+            "preview text of {text_bytes:>3} bytes: {entries} entries in {} keys, {bytes} bytes, {:.0} bytes per entry",
+            keys.len(),
+            bytes as f64 / entries as f64
+        );
+    }
 }
 
 /// What verifying an identity provider's token costs a call: the badge at

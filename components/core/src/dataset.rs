@@ -43,8 +43,7 @@ pub fn due() -> bool {
 
 /// The check of the record against the one this instance saw last.
 pub fn check() -> Dataset {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    Dataset { remembered: SEEN.with_borrow(String::clone), candidate: fresh_id(), now }
+    Dataset { remembered: SEEN.with_borrow(String::clone) }
 }
 
 /// Notes the record a new connection read.
@@ -66,24 +65,4 @@ pub fn saw(record: DatasetRecord) {
 /// The source of an answer Redis gave.
 pub fn redis_source() -> Source {
     if LOST_AT.get().is_some() { Source::RedisDataLost } else { Source::Redis }
-}
-
-/// A fresh data set id: 128 random bits in hex.
-fn fresh_id() -> String {
-    random_bytes().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(target_arch = "wasm32")]
-fn random_bytes() -> Vec<u8> {
-    spin_sdk::wasip3::random::random::get_random_bytes(16)
-}
-
-/// Native builds (unit tests) never open Redis; the time and a counter
-/// stand in for the host's random source there.
-#[cfg(not(target_arch = "wasm32"))]
-fn random_bytes() -> Vec<u8> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    [nanos.to_le_bytes()[..8].to_vec(), COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes().to_vec()].concat()
 }

@@ -108,7 +108,8 @@ struct JwtConfig {
 impl JwtConfig {
     async fn read() -> Result<JwtConfig, Problem> {
         let set = |value: Option<String>| value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let secret = set(optional_variable("jwt_secret").await?);
+        // The secret is used byte for byte, as given.
+        let secret = optional_variable("jwt_secret").await?.filter(|v| !v.is_empty());
         let pem = set(optional_variable("jwt_public_keys").await?);
         let jwks_url = set(optional_variable("jwks_url").await?);
         if secret.is_none() && pem.is_none() && jwks_url.is_none() {

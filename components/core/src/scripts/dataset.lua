@@ -5,13 +5,16 @@
 -- than the one remembered means the data set was lost: the record says so
 -- from then on, to every instance, until an operator clears it (HDEL
 -- un:v2:dataset lost; the record itself stays, or the next check sees a loss).
-local K, A = declare {keys = {'dataset'}, args = {'remembered', 'candidate', 'now'}}
+-- Times are Redis's own (ms): a record begun at another time is another.
+local K, A = declare {keys = {'dataset'}, args = {'remembered'}}
+local time = redis.call('TIME')
+local now = string.format('%d', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
 local id = redis.call('HGET', K.dataset, 'id')
 if not id then
-  id = A.candidate
-  redis.call('HSET', K.dataset, 'id', id, 'created', A.now)
+  id = time[1] .. '.' .. time[2]
+  redis.call('HSET', K.dataset, 'id', id, 'created', now)
 end
 if A.remembered ~= '' and A.remembered ~= id and redis.call('HEXISTS', K.dataset, 'lost') == 0 then
-  redis.call('HSET', K.dataset, 'lost', A.now)
+  redis.call('HSET', K.dataset, 'lost', now)
 end
 return {id, redis.call('HGET', K.dataset, 'lost') or ''}

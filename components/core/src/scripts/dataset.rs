@@ -8,10 +8,6 @@ use crate::script::{Call, Lua, Reply, Script, lua};
 /// saw before (`remembered`, empty if none).
 pub struct Dataset {
     pub remembered: String,
-    /// The id of a record started now.
-    pub candidate: String,
-    /// Milliseconds since the epoch.
-    pub now: u64,
 }
 
 /// The data set's record.
@@ -31,8 +27,6 @@ impl Script for Dataset {
     fn encode(&self, call: &mut Call) {
         call.key("dataset", dataset_key());
         call.arg("remembered", &self.remembered);
-        call.arg("candidate", &self.candidate);
-        call.arg("now", self.now);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<DatasetRecord, Error> {

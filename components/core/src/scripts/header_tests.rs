@@ -156,7 +156,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&ForgetLoaded { users: &pairs }),
         encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
         encoded(&Ping),
-        encoded(&Dataset { remembered: String::new(), candidate: "d1".into(), now: 1 }),
+        encoded(&Dataset { remembered: String::new() }),
     ]
     .into_iter()
     .collect()

@@ -98,7 +98,15 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
     let mut params = vec![text(tenant)];
     params.extend(users.iter().map(|u| text(u)));
     params.push(Param::Int(wanted as i64));
-    let rows = query(url, |store| heads_statement(store, users.len()), params).await?;
+    let rows = query(url, |store| heads_statement(store, users.len()), params).await.map_err(|error| match error {
+        // A column of a type the driver cannot give (a raw TIMESTAMPTZ or
+        // DATETIME last_ts, say) fails the whole statement: say where to look.
+        Error::Unavailable(reason) => Error::Unavailable(format!(
+            "{reason} (reading the app's views unread_conversation_heads and unread_memberships: \
+             see docs/schema/ for the columns' types)"
+        )),
+        other => other,
+    })?;
     let mut per_user: HashMap<String, u64> = HashMap::new();
     let mut rows: Vec<TruthRow> = rows
         .into_iter()
