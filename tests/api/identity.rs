@@ -38,10 +38,7 @@ struct JwksServer {
 
 impl JwksServer {
     async fn start(keys: &[&SigningKey]) -> JwksServer {
-        JwksServer::on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(), keys)
-    }
-
-    fn on(listener: tokio::net::TcpListener, keys: &[&SigningKey]) -> JwksServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let document = Arc::new(Mutex::new((200, String::new())));
         let fetches = Arc::new(AtomicUsize::new(0));
@@ -252,15 +249,15 @@ async fn an_unreachable_or_unallowed_jwks_is_a_clean_503_and_recovers() {
     assert_eq!(jwks.fetches(), 0, "the request never left the host");
     drop(app);
 
-    // Nothing listens yet: 503 unavailable, with nothing internal in it.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    drop(listener);
+    // Nothing listens (a port just released; never bound again here, so no
+    // other test's server is disturbed): 503 unavailable, nothing internal in it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
-    let app = app_for_provider(url, format!("http://127.0.0.1:{port}")).await;
-    let down = get(&app, "/v1/badge", &token).await;
+    let down_app = app_for_provider(url, format!("http://127.0.0.1:{port}")).await;
+    let down = get(&down_app, "/v1/badge", &token).await;
     assert_refused(&down, 503, "unavailable", "JWKS down");
     assert!(!down.text.contains("127.0.0.1") && !down.text.contains("jwks"), "{}", down.text);
+    drop(down_app);
 
     // A provider that accepts the connection and never answers: the fetch
     // gives up (it is bounded in time) and the call is a clean 503.
@@ -280,9 +277,9 @@ async fn an_unreachable_or_unallowed_jwks_is_a_clean_503_and_recovers() {
     assert_refused(&get(&hung, "/v1/badge", &token).await, 503, "unavailable", "JWKS never answering");
     held.abort();
 
-    // The provider comes up, first failing, then serving: the next calls work.
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-    let jwks = JwksServer::on(listener, &[&key]);
+    // A provider failing, then serving again: the next calls work.
+    let jwks = JwksServer::start(&[&key]).await;
+    let app = app_for_provider(jwks.url(), jwks.origin()).await;
     jwks.answer_with(500);
     assert_refused(&get(&app, "/v1/badge", &token).await, 503, "unavailable", "JWKS answering 500");
     jwks.answer_with(200);

@@ -42,16 +42,27 @@ impl RedisServer {
         RedisServer::with_password(REDIS_PASSWORD)
     }
 
-    /// Starts an empty server on a free port that takes `password`.
+    /// Starts an empty server on a free port that takes `password`. A port
+    /// another test's server took meanwhile is given up for another.
     pub fn with_password(password: &str) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let server = RedisServer { child: std::sync::Mutex::new(None), port, password: password.to_string() };
-        server.restart();
-        server
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let server = RedisServer { child: std::sync::Mutex::new(None), port, password: password.to_string() };
+            if server.started() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any of 20 free ports");
     }
 
     /// Starts (again) on the same port, empty.
     pub fn restart(&self) {
+        assert!(self.started(), "redis-server did not start on port {}", self.port);
+    }
+
+    /// Starts a server on the port; whether the one answering there is it
+    /// (by its process id), and not another test's that took the port.
+    fn started(&self) -> bool {
         let port = self.port.to_string();
         let child = Command::new("redis-server")
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -59,14 +70,29 @@ impl RedisServer {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed");
+        let pid = child.id();
         *self.child.lock().unwrap() = Some(child);
         for _ in 0..200 {
-            if self.connection().is_ok() {
-                return;
+            // Bounded: what answers on the port may not even speak Redis.
+            let timeout = Duration::from_millis(500);
+            let connection = redis::Client::open(self.url()).and_then(|c| c.get_connection_with_timeout(timeout));
+            if let Ok(mut connection) = connection {
+                let _ = connection.set_read_timeout(Some(timeout));
+                let info: String = redis::cmd("INFO").arg("server").query(&mut connection).unwrap_or_default();
+                let serving = info.lines().find_map(|l| l.strip_prefix("process_id:")).map(str::trim);
+                if serving == Some(pid.to_string().as_str()) {
+                    return true;
+                }
+            }
+            let exited = self.child.lock().unwrap().as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            if exited {
+                self.kill();
+                return false;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("redis-server did not start on port {}", self.port);
+        self.kill();
+        false
     }
 
     /// `kill -9`: everything it held is gone.
