@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::store::{KINDS, Kind, MessageStore};
-use crate::support::{Answer, App, REDIS_PASSWORD, Setup};
+use crate::support::{Answer, App, REDIS_PASSWORD, Setup, Silent};
 
 async fn health(app: &App) -> Answer {
     app.send("GET", "/v1/health", None, None).await
@@ -138,31 +138,5 @@ fn url_on(kind: Kind, port: u16) -> String {
     match kind {
         Kind::Postgres => format!("postgres://postgres@127.0.0.1:{port}/unread?sslmode=disable"),
         Kind::MariaDb => format!("mysql://root@127.0.0.1:{port}/unread"),
-    }
-}
-
-/// A TCP server that accepts connections and never sends a byte.
-struct Silent {
-    port: u16,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Silent {
-    async fn start() -> Silent {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let task = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((socket, _)) = listener.accept().await {
-                held.push(socket);
-            }
-        });
-        Silent { port, task }
-    }
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

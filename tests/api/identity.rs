@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::support::{App, SERVICE_TOKEN, Setup, assert_refused, message, signed_jwt};
+use crate::support::{App, SERVICE_TOKEN, Setup, Silent, assert_refused, message, signed_jwt};
 use crate::tokens::SigningKey;
 
 const ISSUER: &str = "https://id.example";
@@ -261,21 +261,13 @@ async fn an_unreachable_or_unallowed_jwks_is_a_clean_503_and_recovers() {
 
     // A provider that accepts the connection and never answers: the fetch
     // gives up (it is bounded in time) and the call is a clean 503.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
-    let held = tokio::spawn(async move {
-        let mut sockets = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            sockets.push(socket);
-        }
-    });
+    let silent = Silent::start().await;
     let hung = app_for_provider(
-        format!("http://127.0.0.1:{silent_port}/jwks.json"),
-        format!("http://127.0.0.1:{silent_port}"),
+        format!("http://127.0.0.1:{}/jwks.json", silent.port),
+        format!("http://127.0.0.1:{}", silent.port),
     )
     .await;
     assert_refused(&get(&hung, "/v1/badge", &token).await, 503, "unavailable", "JWKS never answering");
-    held.abort();
 
     // A provider failing, then serving again: the next calls work.
     let jwks = JwksServer::start(&[&key]).await;

@@ -667,3 +667,30 @@ impl Events {
         }
     }
 }
+
+/// A TCP server that accepts connections and never sends a byte: a backing
+/// service that hangs.
+pub struct Silent {
+    pub port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    pub async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        Silent { port, task }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

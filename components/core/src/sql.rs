@@ -554,11 +554,7 @@ impl Store {
             "SELECT COUNT(*) FROM information_schema.columns WHERE {schema} \
              AND table_name = 'unread_conversation_heads' AND column_name = 'last_sender'"
         );
-        Ok(match self.query(&statement, Vec::new()).await?.first().and_then(|row| row.first()) {
-            Some(Value::Int(count)) => *count > 0,
-            Some(Value::Text(count)) => count != "0",
-            _ => false,
-        })
+        self.counts_any(&statement).await
     }
 
     /// Creates unread's table if missing. Another instance may be doing the
@@ -586,14 +582,16 @@ impl Store {
     /// Whether a MySQL table of unread's still has an identifier column
     /// narrower than 128 bytes (made before identifiers could be that long).
     async fn has_narrow_identifiers(&self) -> Result<bool, String> {
-        let rows = self
-            .query(
-                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
-                 AND TABLE_NAME LIKE 'unread\\_%' AND DATA_TYPE = 'varbinary' AND CHARACTER_MAXIMUM_LENGTH < 128",
-                Vec::new(),
-            )
-            .await?;
-        Ok(match rows.first().and_then(|row| row.first()) {
+        self.counts_any(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+             AND TABLE_NAME LIKE 'unread\\_%' AND DATA_TYPE = 'varbinary' AND CHARACTER_MAXIMUM_LENGTH < 128",
+        )
+        .await
+    }
+
+    /// Whether the `SELECT COUNT(*) ...` `statement` counts anything.
+    async fn counts_any(&self, statement: &str) -> Result<bool, String> {
+        Ok(match self.query(statement, Vec::new()).await?.first().and_then(|row| row.first()) {
             Some(Value::Int(count)) => *count > 0,
             Some(Value::Text(count)) => count != "0",
             _ => false,

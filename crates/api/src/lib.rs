@@ -22,7 +22,7 @@ pub use config::{optional_variable, variable, variable_or};
 pub use ident::{Category, Identifier, Seq, id_list};
 pub use preview::{Lockscreen, stored_preview};
 pub use problem::{Problem, require_method};
-pub use render::{BadgeJson, ConversationJson, Provenance, WithBadge, json};
+pub use render::{BadgeJson, ConversationJson, WithBadge, json};
 pub use serve::serve;
 
 /// The core contract, imported from the `unread:core` WIT package.

@@ -34,16 +34,16 @@ pub fn json_with_status(status: StatusCode, value: &impl Serialize) -> Response<
 /// because Redis could not be reached. `"state": "lost"` is there only when
 /// a cache-only Redis lost its data: its numbers start from nothing since.
 #[derive(Serialize)]
-pub struct Provenance {
-    pub source: &'static str,
-    pub degraded: bool,
+struct Provenance {
+    source: &'static str,
+    degraded: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<&'static str>,
+    state: Option<&'static str>,
 }
 
 impl Provenance {
     /// Where the answer carrying `badge` came from.
-    pub fn of(badge: &AppBadge) -> Self {
+    fn of(badge: &AppBadge) -> Self {
         let (source, degraded, state) = match badge.source {
             Source::Redis => ("redis", false, None),
             Source::RedisDataLost => ("redis", false, Some("lost")),
