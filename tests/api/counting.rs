@@ -199,11 +199,18 @@ async fn keys_are_versioned_and_tagged_by_tenant_and_user() {
     app.touch(message("acme", "c1", 1, 1_000, "u2", &["u1", "u2"])).await;
     app.touch(message("beta", "c1", 1, 1_000, "u2", &["u1", "u2"])).await;
     app.mark_read("acme", "u1", "early", 3).await;
+    let mut heads = Vec::new();
     for key in app.redis.keys() {
+        if let Some(head) = key.strip_prefix("un:v2:head:") {
+            heads.push(head.to_string());
+            continue;
+        }
         let tag = key.strip_prefix("un:v2:{").and_then(|rest| rest.split_once("}:")).map(|(tag, _)| tag);
         let tag = tag.unwrap_or_else(|| panic!("{key} is not un:v2:{{tenant:user}}:..."));
         assert!(["acme:u1", "acme:u2", "acme:bot", "beta:u1", "beta:u2"].contains(&tag), "{key}");
     }
+    // One head per conversation that has a message, tagged by tenant and conversation.
+    assert_eq!(heads, ["{acme:c1}", "{acme:n1}", "{beta:c1}"]);
     let u1: Vec<String> = app.redis.keys().into_iter().filter(|k| k.starts_with("un:v2:{acme:u1}:")).collect();
     for name in ["list", "conv", "kept", "kept:age", "badge", "meta"] {
         assert!(u1.contains(&format!("un:v2:{{acme:u1}}:{name}")), "{name}: {u1:?}");

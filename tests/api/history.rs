@@ -161,14 +161,11 @@ struct Entry {
     last: u64,
     read: u64,
     score: u64,
-    preview: Value,
     muted: bool,
     pinned: bool,
     marked: bool,
     mentions: BTreeSet<u64>,
     recalled: BTreeSet<u64>,
-    /// Previews recalls left for messages not touched yet.
-    replacements: HashMap<u64, Value>,
     /// Left, or deleted: late touches change nothing.
     gone: bool,
 }
@@ -198,12 +195,19 @@ impl Entry {
         Counted { unread, badge, muted: if self.muted { unread } else { 0 }, mentions }
     }
 
-    fn row(&self, id: &str) -> Value {
+    /// The row the list shows, with the preview of the conversation's `head`
+    /// if the user's last message is the head's (else none: the user was not
+    /// told of the newer message).
+    fn row(&self, id: &str, head: Option<&Head>) -> Value {
         let counted = self.counted();
+        let preview = match head {
+            Some(head) if head.seq == self.last => head.preview.clone(),
+            _ => json!({}),
+        };
         json!({
             "id": id, "category": self.category, "unread": counted.unread, "mentions": counted.mentions,
             "muted": self.muted, "pinned": self.pinned, "marked_unread": self.marked,
-            "last_seq": self.last, "read_seq": self.read, "ts": self.score / 1000, "preview": self.preview,
+            "last_seq": self.last, "read_seq": self.read, "ts": self.score / 1000, "preview": preview,
         })
     }
 
@@ -212,10 +216,41 @@ impl Entry {
     }
 }
 
-/// Every user's view of a tenant.
+/// A conversation's head as the service holds it: its newest touched
+/// message and that message's preview, stored once for every member.
+#[derive(Clone, Debug, Default)]
+struct Head {
+    seq: u64,
+    preview: Value,
+    /// Previews recalls left for messages not touched yet.
+    replacements: HashMap<u64, Value>,
+}
+
+impl Head {
+    /// A touch of `seq` landed.
+    fn touched(&mut self, seq: u64, preview: &Value) {
+        if seq > self.seq {
+            self.seq = seq;
+            self.preview = self.replacements.remove(&seq).unwrap_or_else(|| preview.clone());
+            self.replacements.retain(|s, _| *s > seq);
+        }
+    }
+
+    /// A recall of `seq` with a replacement preview landed.
+    fn recalled(&mut self, seq: u64, preview: &Value) {
+        if seq == self.seq {
+            self.preview = preview.clone();
+        } else if seq > self.seq {
+            self.replacements.insert(seq, preview.clone());
+        }
+    }
+}
+
+/// Every user's view of a tenant, and the conversations' heads.
 #[derive(Default)]
 struct Model {
     views: HashMap<String, HashMap<String, Entry>>,
+    heads: HashMap<String, Head>,
 }
 
 impl Model {
@@ -251,7 +286,7 @@ impl Model {
     }
 
     fn rows(&self, user: &str) -> Vec<Value> {
-        self.list(user).iter().map(|(id, e)| e.row(id)).collect()
+        self.list(user).iter().map(|(id, e)| e.row(id, self.heads.get(id))).collect()
     }
 
     fn badge(&self, user: &str) -> Value {
@@ -542,6 +577,7 @@ impl World {
         let sender = touch["sender"].as_str().unwrap();
         let mentioned: Vec<&str> = touch["mentions"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
         let all = touch["mention_all"] == true;
+        self.model.heads.entry(conversation.to_string()).or_default().touched(seq, &touch["preview"]);
         for member in touch["members"].as_array().unwrap() {
             let member = member.as_str().unwrap();
             let entry = self.model.entry(member, conversation);
@@ -552,9 +588,6 @@ impl World {
             if seq > entry.last {
                 entry.last = seq;
                 entry.score = score;
-                entry.preview = entry.replacements.remove(&seq).unwrap_or_else(|| touch["preview"].clone());
-                let last = entry.last;
-                entry.replacements.retain(|s, _| *s > last);
             }
             if member == sender {
                 entry.read = entry.read.max(seq);
@@ -698,6 +731,9 @@ impl World {
                 )
                 .await;
         }
+        if let Some(preview) = &preview {
+            self.model.heads.entry(id.clone()).or_default().recalled(seq, preview);
+        }
         let mut dropped = 0;
         for member in &members {
             let listed = self.model.is_listed(member, &id);
@@ -709,16 +745,6 @@ impl World {
             if seq > entry.read && !entry.recalled.contains(&seq) {
                 entry.recalled.insert(seq);
                 entry.mentions.remove(&seq);
-                if let Some(preview) = &preview
-                    && seq > entry.last
-                {
-                    entry.replacements.insert(seq, preview.clone());
-                }
-            }
-            if let Some(preview) = &preview
-                && entry.last == seq
-            {
-                entry.preview = preview.clone();
             }
             if listed && entry.counted().unread < before.unread {
                 dropped += 1;
@@ -770,7 +796,7 @@ impl World {
             "pin" => entry.pinned = body["pinned"] == true,
             _ => entry.marked = true,
         }
-        let row = entry.row(&id);
+        let row = entry.row(&id, self.model.heads.get(&id));
         assert_eq!(answer.status, 200, "{} {action} {user} {id}: {:?}", self.tenant, answer.body);
         assert_eq!(answer.body["conversation"], row, "{} {action} {user} {id}", self.tenant);
         self.check_badge(&user, &answer.body["badge"], action);
@@ -799,7 +825,7 @@ impl World {
         }
         let sql = self.sql();
         let c = &self.conversations[i];
-        let head = (c.category.to_string(), c.last, c.score, c.preview.clone());
+        let head = (c.category.to_string(), c.last, c.score);
         let entry = self.model.entry(&user, &id);
         if entry.gone || sql {
             *entry = Entry::default();
@@ -808,7 +834,7 @@ impl World {
         if sql && head.1 > 0 {
             // With SQL the member is rebuilt from the truth: the conversation
             // is listed at once, with its last message.
-            (entry.category, entry.last, entry.score, entry.preview) = head;
+            (entry.category, entry.last, entry.score) = head;
         }
         self.service("/v1/join", json!({"tenant": self.tenant, "conversation": id, "seq": seq, "members": [user]}))
             .await;

@@ -498,13 +498,29 @@ pub async fn assert_badge_consistent(app: &App, tenant: &str, user: &str) -> u64
 // Helpers of hostile.rs and isolation.rs: what Redis holds, key by key, and
 // the shape of a refusal.
 
-/// One stored key: its type, its value read by type, its `DUMP` and `PTTL`.
-#[derive(Clone, Debug, PartialEq)]
+/// One stored key: its type, its value read by type, its `DUMP`, and when
+/// it expires.
+#[derive(Clone, Debug)]
 pub struct StoredKey {
     pub kind: String,
     pub value: Value,
     pub dump: Vec<u8>,
-    pub pttl: i64,
+    /// When the key expires (Unix ms, from its `PTTL`), if it does: a
+    /// moment, not a count-down, so two looks at an untouched key agree.
+    pub expires_at: Option<u128>,
+}
+
+/// Two looks at one key agree: same type, value and `DUMP`, and the same
+/// expiry (to the second: the looks were not taken at the same instant).
+impl PartialEq for StoredKey {
+    fn eq(&self, other: &Self) -> bool {
+        let expiry = match (self.expires_at, other.expires_at) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.abs_diff(b) < 1_000,
+            _ => false,
+        };
+        self.kind == other.kind && self.value == other.value && self.dump == other.dump && expiry
+    }
 }
 
 /// Every key with what it holds, by name.
@@ -564,7 +580,9 @@ impl RedisServer {
             };
             let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut connection).unwrap();
             let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut connection).unwrap();
-            space.insert(key, StoredKey { kind, value, dump, pttl });
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+            let expires_at = u128::try_from(pttl).ok().map(|left| now + left);
+            space.insert(key, StoredKey { kind, value, dump, expires_at });
         }
         space
     }

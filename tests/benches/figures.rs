@@ -371,7 +371,8 @@ async fn main() {
 /// Redis bytes per user-conversation entry: 100 users with 50 one-to-one
 /// conversations each (2 500 conversations, 5 000 entries), for previews of
 /// 0, 40 and 100 bytes of text: `MEMORY USAGE` (exact) of every key of
-/// those users, over the entries.
+/// those users over the entries, and of the conversations' heads (where
+/// each preview is stored once) over the conversations.
 async fn entry_bytes() {
     const PEOPLE: usize = 100;
     const EACH: usize = 50;
@@ -392,16 +393,25 @@ async fn entry_bytes() {
         let conversations = PEOPLE * EACH / 2;
         let _ = phase(&app, 16, conversations, &touch).await;
         let mut redis = app.redis.connection().unwrap();
-        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("un:v2:{{{tenant}:*")).query(&mut redis).unwrap();
-        let mut bytes = 0u64;
-        for key in &keys {
-            bytes += redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query::<u64>(&mut redis).unwrap();
-        }
+        let mut usage = |pattern: String| {
+            let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut redis).unwrap();
+            let bytes: u64 = keys
+                .iter()
+                .map(|key| {
+                    redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query::<u64>(&mut redis).unwrap()
+                })
+                .sum();
+            (keys.len(), bytes)
+        };
+        let (user_keys, user_bytes) = usage(format!("un:v2:{{{tenant}:*"));
+        let (heads, head_bytes) = usage(format!("un:v2:head:{{{tenant}:*"));
         let entries = conversations * 2;
         println!(
-            "preview text of {text_bytes:>3} bytes: {entries} entries in {} keys, {bytes} bytes, {:.0} bytes per entry",
-            keys.len(),
-            bytes as f64 / entries as f64
+            "preview text of {text_bytes:>3} bytes: {entries} entries: users' keys {:.0} B per entry ({user_keys} keys), \
+             heads {:.0} B per conversation ({heads} keys), {:.0} B per entry in all",
+            user_bytes as f64 / entries as f64,
+            head_bytes as f64 / conversations as f64,
+            (user_bytes + head_bytes) as f64 / entries as f64
         );
     }
 }

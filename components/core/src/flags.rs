@@ -9,7 +9,7 @@
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
 use crate::config::{self, Limits};
-use crate::scripts::{FlagSet, Loaded, SetFlag};
+use crate::scripts::{FlagSet, Loaded, Previews, SetFlag};
 use crate::sql::Permit;
 use crate::{degraded, redis, sql};
 
@@ -46,7 +46,15 @@ pub async fn set(
         max_kept: limits.max_kept,
         require_loaded: store.is_some(),
     };
-    let answer = redis::run(&set).await.and_then(|loaded| match (loaded, &store) {
+    let answer = match redis::run(&set).await {
+        Ok(Loaded::Ready(FlagSet::Done(mut state))) => {
+            Previews::fill(&who.tenant, std::slice::from_mut(&mut state.conversation))
+                .await
+                .map(|()| Loaded::Ready(FlagSet::Done(state)))
+        }
+        other => other,
+    };
+    let answer = answer.and_then(|loaded| match (loaded, &store) {
         (Loaded::Ready(FlagSet::Done(state)), _) => Ok(Loaded::Ready(state)),
         (Loaded::Miss(version), _) => Ok(Loaded::Miss(version)),
         // The truth allowed it: Redis is behind it, and is rebuilt.

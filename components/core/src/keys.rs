@@ -53,6 +53,15 @@ impl UserKeys {
     }
 }
 
+/// The head of a conversation: its last seq (`s`) and that message's
+/// preview (`p`), and the previews recalls gave for messages not touched yet
+/// (`r<seq>`). One key per conversation, hash-tagged by tenant and
+/// conversation, so a preview is stored once however many members list it.
+/// The `head:` prefix keeps it apart from every user's keys.
+pub fn head_key(tenant: &str, conversation: &str) -> String {
+    format!("{PREFIX}:head:{{{}:{}}}", escape(tenant), escape(conversation))
+}
+
 /// The pattern of every `meta` key of a tenant's users: a walk without a SQL
 /// store finds the users that have state by it.
 pub fn meta_pattern(tenant: &str) -> String {
@@ -133,6 +142,16 @@ mod tests {
             assert!(keys.key(name).starts_with("un:v2:{acme:u2}:"), "{name}");
         }
         assert_eq!(keys.key("age"), "un:v2:{acme:u2}:kept:age");
+    }
+
+    #[test]
+    fn a_conversations_head_is_apart_from_every_users_keys() {
+        assert_eq!(head_key("acme", "c:1"), "un:v2:head:{acme:c%3A1}");
+        assert_ne!(head_key("a:b", "c"), head_key("a", "b:c"));
+        // A user named like the conversation has no key of the head's name.
+        let user = UserKeys::new("acme", "c");
+        assert!(USER_KEYS.iter().all(|name| user.key(name) != head_key("acme", "c")));
+        assert_eq!(user_of_meta_key("acme", &head_key("acme", "c")), None);
     }
 
     #[test]

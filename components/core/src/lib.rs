@@ -27,7 +27,9 @@ use bindings::unread::core::types::{
     Reachability, ReadState, ReconcileReport, UserScope,
 };
 use config::Limits;
-use scripts::{Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Recall, Role, Touch, Touched};
+use scripts::{
+    Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, Recall, Role, Touch, Touched,
+};
 
 // wit-bindgen's generated export glue is the only unsafe code here.
 #[allow(unsafe_code)]
@@ -51,6 +53,11 @@ const READ_AHEAD: u64 = 10_000;
 /// How long (seconds) a user that holds no listed conversation keeps its
 /// other keys (kept cursors, marks, meta): 30 days.
 const IDLE_TTL: u64 = 30 * 24 * 3600;
+
+/// How long (seconds) a conversation's head (its last message's preview)
+/// lives past its last message or the last list that showed it: 90 days.
+/// A head is only needed while someone lists the conversation.
+const HEAD_TTL: u64 = 90 * 24 * 3600;
 
 /// How long the health check waits for each of Redis and the SQL store: a
 /// Kubernetes probe gives up after a second by default, and the two are
@@ -138,7 +145,13 @@ impl Guest for Core {
             category: category.as_deref(),
             require_loaded: store.is_some(),
         };
-        let answer = redis::run(&list).await;
+        let answer = match redis::run(&list).await {
+            // The second round: the page's previews, from their heads.
+            Ok(Loaded::Ready(mut page)) => {
+                Previews::fill(&who.tenant, &mut page.conversations).await.map(|()| Loaded::Ready(page))
+            }
+            other => other,
+        };
         let (whom, after, category) = (&who, after.as_ref(), category.as_deref());
         or_from_truth(answer, &store, &who, false, |url, version| async move {
             degraded::page(&url, whom, limit, after, category, version).await
@@ -250,7 +263,9 @@ impl Guest for Core {
         if let Some(url) = &store {
             sql::forget_conversation(url, &tenant, &conversation).await?;
         }
-        leave(&store, &tenant, &conversation, &users).await
+        let removed = leave(&store, &tenant, &conversation, &users).await?;
+        redis::run(&scripts::ForgetHead { tenant: &tenant, conversation: &conversation }).await?;
+        Ok(removed)
     }
 
     async fn health() -> HealthReport {

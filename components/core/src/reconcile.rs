@@ -11,7 +11,7 @@
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
 use crate::redis;
-use crate::scripts::{Rebuild, Rebuilt, TruthUser, Versions};
+use crate::scripts::{Heads, Rebuild, Rebuilt, TruthUser, Versions};
 use crate::sql::{self, Truth};
 
 /// Users per Redis script and SQL query.
@@ -85,14 +85,31 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
     Ok(done)
 }
 
+/// Heads per script when a rebuild writes the truth's last messages.
+const HEADS_CHUNK: usize = 500;
+
 /// Rewrites each (user, expected version) from `truth` where it differs;
-/// `load_empty`: see [`Rebuild::load_empty`].
+/// `load_empty`: see [`Rebuild::load_empty`]. The conversations' heads take
+/// the truth's last messages first, so a row is never listed before its
+/// preview is there.
 pub async fn rebuild(
     tenant: &str,
     users: &[(String, String)],
     truth: &Truth,
     load_empty: bool,
 ) -> Result<Vec<Rebuilt>, Error> {
+    let mut heads: Vec<(&str, u64, &str)> = truth
+        .rows
+        .iter()
+        .filter(|row| row.last_seq > 0)
+        .map(|row| (row.conversation.as_str(), row.last_seq, row.preview.as_str()))
+        .collect();
+    // One head per conversation, the newest message the truth gave for it.
+    heads.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
+    heads.dedup_by(|next, kept| next.0 == kept.0);
+    for chunk in heads.chunks(HEADS_CHUNK) {
+        redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
+    }
     let users = users
         .iter()
         .map(|(user, version)| TruthUser {

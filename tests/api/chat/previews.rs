@@ -21,3 +21,99 @@ async fn the_lockscreen_preview_keeps_allowed_fields_and_cuts_text() {
     );
     assert_eq!(app.list("acme", "u2", "preview=tiny").await.status, 400);
 }
+
+/// Every text a key holds (names, fields, values), to find where a text is stored.
+fn holders(app: &App, text: &str) -> Vec<String> {
+    app.redis
+        .key_space()
+        .into_iter()
+        .filter(|(_, key)| key.value.to_string().contains(text))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_preview_is_stored_once_for_every_member() {
+    let app = App::start().await;
+    let members = ["u1", "u2", "u3", "u4", "u5"];
+    let mut touch = message("acme", "g", 1, 1_000, "u1", &members);
+    touch["preview"] = json!({"type": "text", "text": "one copy only"});
+    app.touch(touch.clone()).await;
+    for user in members {
+        assert_eq!(app.row("acme", user, "g").await.unwrap()["preview"], touch["preview"], "{user}");
+    }
+    assert_eq!(holders(&app, "one copy only"), ["un:v2:head:{acme:g}"], "the preview lives in the head alone");
+    let ttl: i64 = redis::cmd("TTL").arg("un:v2:head:{acme:g}").query(&mut app.redis.connection().unwrap()).unwrap();
+    assert!(ttl > 0 && ttl <= 90 * 24 * 3600, "a head goes when nobody lists it: {ttl}");
+}
+
+#[tokio::test]
+async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
+    let app = App::start().await;
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2", "u3"])).await;
+    let mut aside = message("acme", "c1", 2, 1_001, "u1", &["u1", "u2"]);
+    aside["preview"] = json!({"type": "text", "text": "not for u3"});
+    app.touch(aside.clone()).await;
+    assert_eq!(app.row("acme", "u2", "c1").await.unwrap()["preview"], aside["preview"]);
+    let u3 = app.row("acme", "u3", "c1").await.unwrap();
+    assert_eq!((u3["last_seq"].as_u64(), u3["unread"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
+}
+
+#[tokio::test]
+async fn a_deleted_conversation_leaves_no_preview_behind() {
+    let app = App::start().await;
+    let mut touch = message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"]);
+    touch["preview"] = json!({"type": "text", "text": "delete me"});
+    app.touch(touch).await;
+    assert_eq!(holders(&app, "delete me").len(), 1);
+    assert_eq!(app.delete_conversation("acme", "c1", &["u1", "u2"]).await.status, 200);
+    assert!(holders(&app, "delete me").is_empty());
+    assert!(!app.redis.keys().iter().any(|key| key.starts_with("un:v2:head:")), "{:?}", app.redis.keys());
+}
+
+#[tokio::test]
+async fn previews_recalls_leave_for_untouched_messages_are_bounded() {
+    let app = App::start().await;
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    for seq in 2..=40 {
+        let hidden = json!({"type": "recalled", "seq": seq});
+        assert_eq!(app.recall("acme", "c1", seq, &["u1", "u2"], Some(hidden)).await.status, 200);
+    }
+    let fields: Vec<String> =
+        redis::cmd("HKEYS").arg("un:v2:head:{acme:c1}").query(&mut app.redis.connection().unwrap()).unwrap();
+    assert_eq!(fields.iter().filter(|f| f.starts_with('r')).count(), 16, "{fields:?}");
+    // The newest are the ones kept: the touch of 40 shows its replacement.
+    app.touch(message("acme", "c1", 40, 1_040, "u1", &["u1", "u2"])).await;
+    let row = app.row("acme", "u2", "c1").await.unwrap();
+    assert_eq!(row["preview"], json!({"type": "recalled", "seq": 40}));
+    let fields: Vec<String> =
+        redis::cmd("HKEYS").arg("un:v2:head:{acme:c1}").query(&mut app.redis.connection().unwrap()).unwrap();
+    assert_eq!(fields.len(), 2, "replacements at or below the last message go: {fields:?}");
+}
+
+/// A state written before previews moved into heads ends with its preview:
+/// the row keeps showing it until a newer message comes.
+#[tokio::test]
+async fn rows_written_before_heads_keep_their_preview() {
+    let app = App::start().await;
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    let mut redis = app.redis.connection().unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("un:v2:{acme:u2}:conv")
+        .arg("c1")
+        .arg(r#"1:0:0:0::chat::{"text":"earlier layout"}"#)
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("DEL").arg("un:v2:head:{acme:c1}").query(&mut redis).unwrap();
+    let row = app.row("acme", "u2", "c1").await.unwrap();
+    assert_eq!((row["unread"].as_u64(), &row["preview"]), (Some(1), &json!({"text": "earlier layout"})));
+    app.mark_read("acme", "u2", "c1", 1).await;
+    let row = app.row("acme", "u2", "c1").await.unwrap();
+    assert_eq!((row["unread"].as_u64(), &row["preview"]), (Some(0), &json!({"text": "earlier layout"})));
+    app.touch(message("acme", "c1", 2, 1_001, "u1", &["u1", "u2"])).await;
+    let row = app.row("acme", "u2", "c1").await.unwrap();
+    assert_eq!((row["unread"].as_u64(), row["preview"]["text"].as_str()), (Some(1), Some("message 2")));
+    let value: String = redis::cmd("HGET").arg("un:v2:{acme:u2}:conv").arg("c1").query(&mut redis).unwrap();
+    assert!(!value.contains("earlier layout"), "a newer message ends the old preview: {value}");
+}

@@ -56,18 +56,19 @@ impl Reply {
         Ok(badge_of(categories, crate::dataset::redis_source()))
     }
 
-    /// A conversation row: id, category, last, read, score, preview, unread,
-    /// mentions, flags.
+    /// A conversation row: id, category, last, read, score, unread,
+    /// mentions, flags, and the preview an earlier layout kept in the state.
+    /// The head's preview is read after ([`crate::scripts::Previews`]).
     pub fn conversation(&mut self) -> Result<Conversation, Error> {
         let id = self.text()?;
         let category = self.text()?;
         let last_seq = self.number()?;
         let read_seq = self.number()?;
         let score = self.number()?;
-        let preview = self.text()?;
         let unread = self.number()?;
         let mentions = self.number()?;
         let flags = self.text()?;
+        let legacy = self.text()?;
         Ok(Conversation {
             id,
             category,
@@ -75,7 +76,7 @@ impl Reply {
             last_seq,
             read_seq,
             ts: state::ts_of(score),
-            preview,
+            preview: if legacy.is_empty() { crate::scripts::NO_PREVIEW.into() } else { legacy },
             mentions,
             muted: flags.contains('m'),
             pinned: flags.contains('p'),

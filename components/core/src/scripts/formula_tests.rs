@@ -31,7 +31,7 @@ fn lua_and_rust_count_every_state_alike() {
             for recalled in 0..4u64 {
                 for mentions in 0..3u64 {
                     for flags in ["", "m", "u", "mu", "kpu", "kmp"] {
-                        let text = format!("{last}:{read}:{mentions}:{recalled}:{flags}:chat::{{}}");
+                        let text = format!("{last}:{read}:{mentions}:{recalled}:{flags}:chat:");
                         let state: Table = decode.call(text.clone()).unwrap();
                         let lua: Table = counted.call(state).unwrap();
                         let rust = Counts {
@@ -64,11 +64,18 @@ fn states_read_back_as_written() {
     let (_lua, functions) = prelude();
     let decode: Function = functions.get("decode_state").unwrap();
     let encode: Function = functions.get("encode_state").unwrap();
-    for text in ["17:14:1:0:kmu:chat::{\"text\":\"a:b\"}", "0:5:0:0::::{}", "9:0:0:2:x:system:1764460800123009:{}"] {
+    for text in ["17:14:1:0:kmu:chat:", "0:5:0:0:::", "9:0:0:2:x:system:1764460800123009"] {
         let state: Table = decode.call(text).unwrap();
         assert_eq!(encode.call::<String>(state).unwrap(), text);
     }
+    // A state an earlier layout wrote ends with its preview: kept as it is.
+    let old = "17:14:1:0:kmu:chat::{\"text\":\"a:b\"}";
+    let state: Table = decode.call(old).unwrap();
+    assert_eq!(state.get::<String>("legacy").unwrap(), "{\"text\":\"a:b\"}");
+    assert_eq!(encode.call::<String>(state).unwrap(), old);
     // Anything else reads as an empty conversation.
-    let state: Table = decode.call("garbage").unwrap();
-    assert_eq!(encode.call::<String>(state).unwrap(), "0:0:0:0::::{}");
+    for garbage in ["garbage", "1:2:3:4::chat:5x", "1:2:3:4::chat"] {
+        let state: Table = decode.call(garbage).unwrap();
+        assert_eq!(encode.call::<String>(state).unwrap(), "0:0:0:0:::", "{garbage}");
+    }
 }

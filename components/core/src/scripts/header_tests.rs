@@ -74,6 +74,23 @@ fn users() -> Vec<String> {
     vec!["u1".into(), "u2".into()]
 }
 
+/// A listed row of `conversation` whose last message is `last`.
+fn row_of(conversation: &str, last: u64) -> crate::bindings::unread::core::types::Conversation {
+    crate::bindings::unread::core::types::Conversation {
+        id: conversation.into(),
+        category: "chat".into(),
+        unread: 0,
+        last_seq: last,
+        read_seq: last,
+        ts: 1,
+        preview: NO_PREVIEW.into(),
+        mentions: 0,
+        muted: false,
+        pinned: false,
+        marked_unread: false,
+    }
+}
+
 /// One call of every script.
 fn samples() -> BTreeMap<&'static str, Names> {
     let users = users();
@@ -156,6 +173,9 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&ForgetLoaded { users: &pairs }),
         encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
         encoded(&Ping),
+        encoded(&ForgetHead { tenant: "t", conversation: "c" }),
+        encoded(&Heads { tenant: "t", heads: vec![("c", 3, "{}")] }),
+        encoded(&Previews { tenant: "t", rows: &[row_of("c", 3)] }),
         encoded(&Dataset { remembered: String::new() }),
     ]
     .into_iter()

@@ -14,13 +14,18 @@
 --   badge   hash  <category> -> what the badge counts, <category>:m -> unread of
 --                 muted conversations, <category>:@ -> unread mentions
 --   pinned  hash  pinned conversation -> 1 (at most max_pins)
---   marks   zset  (lexicographic) <conversation> NUL <kind> <seq, 16 digits>[preview]:
---                 m: a mention, r: a recalled message, p: the preview that replaces
---                 a recalled message whose touch has not come yet
+--   marks   zset  (lexicographic) <conversation> NUL <kind> <seq, 16 digits>:
+--                 m: a mention, r: a recalled message (p: a preview an earlier
+--                 layout kept here; pruned like the others)
 --   meta    hash  v: version, bumped by every change; loaded: built from the SQL
 --                 store; partial: the truth holds more than Redis kept
 --
--- A state is `last:read:mentions:recalled:flags:category:score:preview`:
+-- A conversation's head (HEAD, its own key and slot): s, its last seq; p,
+-- that message's preview; r<seq>, the preview a recall gave for a message
+-- whose touch has not come yet. Previews live there once per conversation,
+-- never in a user's state.
+--
+-- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
 -- this order: k (the conversation has marks), m (muted), p (pinned), u
 -- (marked unread), x (left or deleted: a tombstone); score is empty while
@@ -65,23 +70,27 @@ end
 -- States --------------------------------------------------------------------
 
 local function new_state(category)
-  return {last = 0, read = 0, mentions = 0, recalled = 0, flags = '', category = category or '', score = '',
-          preview = '{}'}
+  return {last = 0, read = 0, mentions = 0, recalled = 0, flags = '', category = category or '', score = ''}
 end
 
 local function encode_state(st)
   return int(st.last) .. ':' .. int(st.read) .. ':' .. int(st.mentions) .. ':' .. int(st.recalled) .. ':'
-    .. st.flags .. ':' .. st.category .. ':' .. st.score .. ':' .. st.preview
+    .. st.flags .. ':' .. st.category .. ':' .. st.score .. (st.legacy and ':' .. st.legacy or '')
 end
 
 -- A value not in this form (corrupted, or written by hand) reads as an empty
--- conversation: reconcile then rewrites it from the truth.
+-- conversation: reconcile then rewrites it from the truth. A state an
+-- earlier layout wrote ends with `:preview` (its last message's, from before
+-- heads held them): kept as `legacy` until a newer message comes, so that
+-- rows written before an upgrade keep their preview.
 local function decode_state(value)
-  local last, read, mentions, recalled, flags, category, score, preview =
-    string.match(value, '^(%d+):(%d+):(%d+):(%d+):(%a*):([%w_%-]*):(%d*):(.*)$')
-  if not last then return new_state() end
+  local last, read, mentions, recalled, flags, category, score, rest =
+    string.match(value, '^(%d+):(%d+):(%d+):(%d+):(%a*):([%w_%-]*):(%d*)(.*)$')
+  if not last or (rest ~= '' and string.sub(rest, 1, 1) ~= ':') then return new_state() end
+  local legacy
+  if rest ~= '' then legacy = string.sub(rest, 2) end
   return {last = tonumber(last), read = tonumber(read), mentions = tonumber(mentions),
-          recalled = tonumber(recalled), flags = flags, category = category, score = score, preview = preview}
+          recalled = tonumber(recalled), flags = flags, category = category, score = score, legacy = legacy}
 end
 
 local function has_flag(st, flag)
@@ -134,23 +143,13 @@ local function has_mark(u, conv, kind, seq)
   return redis.call('ZSCORE', u.marks, mark(conv, kind, seq)) ~= false
 end
 
-local function add_mark(u, conv, st, kind, seq, text)
-  redis.call('ZADD', u.marks, 0, mark(conv, kind, seq) .. (text or ''))
+local function add_mark(u, conv, st, kind, seq)
+  redis.call('ZADD', u.marks, 0, mark(conv, kind, seq))
   set_flag(st, 'k', true)
 end
 
 local function drop_marks(u, conv)
   redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
-end
-
--- The preview a recall left for a message whose touch had not come yet;
--- taken (it serves that one touch).
-local function replacement_preview(u, conv, seq)
-  local prefix = mark(conv, 'p', seq)
-  local found = redis.call('ZRANGEBYLEX', u.marks, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
-  if not found[1] then return nil end
-  redis.call('ZREM', u.marks, found[1])
-  return string.sub(found[1], #prefix + 1)
 end
 
 -- Marks at or below the cursor can never count again and go; the counts are
@@ -163,7 +162,7 @@ local function settle_marks(u, conv, st)
   for _, kind in ipairs({'m', 'r'}) do
     redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0' .. kind, '[' .. mark(conv, kind, st.read))
   end
-  redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0p', '(' .. mark(conv, 'p', st.last + 1))
+  redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0p', '(' .. conv .. '\0q')
   local function count(kind)
     if st.last <= st.read then return 0 end
     return redis.call('ZLEXCOUNT', u.marks, '(' .. mark(conv, kind, st.read), '[' .. mark(conv, kind, st.last))
@@ -236,6 +235,59 @@ local function publish(channel, user, conv, now, u)
                  badge = badge_totals(u)}
   if conv then event.conversation, event.unread, event.mentions = conv, now.unread, now.mentions end
   redis.call('PUBLISH', channel, cjson.encode(event))
+end
+
+-- Heads ---------------------------------------------------------------------
+
+-- Recall previews kept for messages not touched yet: at most this many per
+-- conversation (the lowest seqs go first), so no caller grows a head.
+local MAX_PENDING_PREVIEWS = 16
+
+local function head_seq(head)
+  return tonumber(redis.call('HGET', head, 's') or '0')
+end
+
+-- The conversation's last message is `seq`, with `preview`. Recall
+-- previews at or below it can no longer serve and go. A head lives `ttl`
+-- seconds past its last message or its last read by a list (previews.lua),
+-- so heads of conversations nobody lists any more go.
+local function set_head(head, seq, preview, ttl)
+  redis.call('HSET', head, 's', int(seq), 'p', preview)
+  redis.call('EXPIRE', head, ttl)
+  if redis.call('HLEN', head) > 2 then
+    for _, f in ipairs(redis.call('HKEYS', head)) do
+      local s = tonumber(string.match(f, '^r(%d+)$'))
+      if s and s <= seq then redis.call('HDEL', head, f) end
+    end
+  end
+end
+
+-- The conversation's last message is now `seq` if it is newer than the
+-- head's: its preview is the one a recall left for it, else `preview`.
+local function advance_head(head, seq, preview, ttl)
+  local got = redis.call('HMGET', head, 's', 'r' .. int(seq))
+  if seq <= tonumber(got[1] or '0') then return false end
+  set_head(head, seq, got[2] or preview, ttl)
+  return true
+end
+
+-- A recall's replacement preview for message `seq`: the head's preview if
+-- it is the last message, kept for its touch if it is newer.
+local function recall_preview(head, seq, preview, ttl)
+  local last = head_seq(head)
+  if seq == last then
+    redis.call('HSET', head, 'p', preview)
+  elseif seq > last then
+    redis.call('HSET', head, 'r' .. int(seq), preview)
+    if last == 0 then redis.call('EXPIRE', head, ttl) end
+    local pending = {}
+    for _, f in ipairs(redis.call('HKEYS', head)) do
+      local s = tonumber(string.match(f, '^r(%d+)$'))
+      if s then pending[#pending + 1] = s end
+    end
+    table.sort(pending)
+    for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', head, 'r' .. int(pending[i])) end
+  end
 end
 
 -- Saving ----------------------------------------------------------------------
@@ -397,12 +449,13 @@ local function read_up_to(u, conv, seq, ahead, max_kept)
   return status, st.read, now, differs(before, now)
 end
 
--- Flat conversation row: id, category, last, read, score, preview, unread,
--- mentions, flags.
+-- Flat conversation row: id, category, last, read, score, unread, mentions,
+-- flags, and the preview an earlier layout kept in the state ('' if none:
+-- the caller reads the head's).
 local function conversation_row(out, u, conv, st, score)
   local now = counted(st)
-  for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, st.preview, now.unread, now.mentions,
-                      st.flags}) do
+  for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,
+                      st.legacy or ''}) do
     out[#out + 1] = v
   end
   return out

@@ -7,7 +7,7 @@
 -- `rows`: the user's truth, one row per line, fields separated by NUL:
 -- conversation, l (listed) or k (kept), score ('' if none), last, read,
 -- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
--- above read), preview.
+-- above read). Previews are the heads' (written from the truth before).
 -- A user with nothing in the truth and no keys is left without any unless
 -- `load_empty` (they asked themselves).
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
@@ -27,11 +27,11 @@ end
 local function parse(rows)
   local out = {}
   for line in string.gmatch(rows, '[^\n]+') do
-    local conv, where, score, last, read, flags, category, mentions, recalled, preview =
-      string.match(line, '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)%z(.*)$')
+    local conv, where, score, last, read, flags, category, mentions, recalled =
+      string.match(line, '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)$')
     if conv then
       local st = new_state(category)
-      st.last, st.read, st.flags, st.score, st.preview = tonumber(last), tonumber(read), flags, score, preview
+      st.last, st.read, st.flags, st.score = tonumber(last), tonumber(read), flags, score
       local marks = {}
       for _, s in ipairs(seqs(mentions)) do
         if s > st.read then marks[#marks + 1] = mark(conv, 'm', s) end
@@ -49,9 +49,8 @@ local function parse(rows)
   return out
 end
 
--- The mention and recall marks Redis holds for a conversation (a preview
--- kept for a recalled message not yet touched is Redis's alone: the truth
--- has it in the app's heads).
+-- The mention and recall marks Redis holds for a conversation (previews an
+-- earlier layout kept as marks are not the truth's business).
 local function stored_marks(u, conv)
   local out = {}
   for _, m in ipairs(redis.call('ZRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')) do
@@ -60,30 +59,13 @@ local function stored_marks(u, conv)
   return out
 end
 
--- Two JSON texts with the same meaning (a JSONB column orders keys its own way).
-local function same_json(a, b)
-  local ok_a, x = pcall(cjson.decode, a)
-  local ok_b, y = pcall(cjson.decode, b)
-  if not (ok_a and ok_b) then return a == b end
-  local function same(p, q)
-    if type(p) ~= type(q) then return false end
-    if type(p) ~= 'table' then return p == q end
-    for k, v in pairs(p) do if not same(v, q[k]) then return false end end
-    for k in pairs(q) do if p[k] == nil then return false end end
-    return true
-  end
-  return same(x, y)
-end
-
--- A stored state and the truth's: equal, or equal but for how the preview
--- JSON is written.
+-- A stored state and the truth's: equal but for a preview an earlier layout
+-- kept in the state (the truth's is written into the head).
 local function same_state(value, expected)
-  if value == expected then return true end
   if not value then return false end
-  local a, b = decode_state(value), decode_state(expected)
-  local preview_a, preview_b = a.preview, b.preview
-  a.preview, b.preview = '', ''
-  return encode_state(a) == encode_state(b) and same_json(preview_a, preview_b)
+  local st = decode_state(value)
+  st.legacy = nil
+  return encode_state(st) == expected
 end
 
 local function same_list(a, b)
@@ -109,7 +91,7 @@ local function compare(u, truth)
     local stored = t.st.score
     if t.listed then stored = '' end
     local expected = encode_state({last = t.st.last, read = t.st.read, mentions = t.st.mentions,
-      recalled = t.st.recalled, flags = t.st.flags, category = t.st.category, score = stored, preview = t.st.preview})
+      recalled = t.st.recalled, flags = t.st.flags, category = t.st.category, score = stored})
     local score = redis.call('ZSCORE', u.list, t.conv)
     local same = same_state(value, expected) and same_list(stored_marks(u, t.conv), t.marks)
       and ((t.listed and score == t.st.score) or (not t.listed and not score))
@@ -167,12 +149,7 @@ local function rewrite(u, truth)
     if has_flag(decode_state(kept[i + 1]), 'x') then tombstones[kept[i]] = kept[i + 1] end
   end
   for _, t in ipairs(truth) do tombstones[t.conv] = nil end
-  local previews = {}
-  for _, m in ipairs(redis.call('ZRANGE', u.marks, 0, -1)) do
-    if string.find(m, '%zp%d') then previews[#previews + 1] = m end
-  end
   redis.call('DEL', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks)
-  for _, m in ipairs(previews) do redis.call('ZADD', u.marks, 0, m) end
   local stamp = tonumber(version(u)) - #truth
   for conv, value in pairs(tombstones) do
     redis.call('HSET', u.kept, conv, value)

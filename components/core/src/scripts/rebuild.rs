@@ -92,7 +92,6 @@ impl TruthRow {
             &self.category,
             &seqs(&self.mentions),
             &seqs(&self.recalled),
-            &self.preview,
         ]
         .join("\0")
     }

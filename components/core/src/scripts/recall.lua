@@ -1,16 +1,19 @@
 -- A message was recalled or deleted: for each member whose read cursor is
 -- below seq it stops counting (and mentioning). A recall that comes before
 -- its message's touch is kept and wins when the touch comes, and so does the
--- preview given with it. Where seq is the last message, the preview (if
--- given) replaces the recalled one, read or not. A replay, or a message the
--- member already read, changes nothing. Members the SQL store must answer
+-- preview given with it (kept in the head). Where seq is the last message,
+-- the preview (if given) replaces the recalled one, for every member. A
+-- replay, or a message the member already read, changes nothing. Members the SQL store must answer
 -- for are named in the reply, not written (see touch.lua).
 -- Reply: {dropped (members whose unread dropped), n, n users}.
-local _, A, members = declare {
-  args = {'conversation', 'seq', 'preview', 'max_kept', 'idle_ttl', 'require_loaded', 'channel'},
+local K, A, members = declare {
+  keys = {'head'},
+  args = {'conversation', 'seq', 'preview', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'head_ttl'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
+
+if preview ~= '' then recall_preview(K.head, seq, preview, A.head_ttl) end
 
 local function recall_member(m)
   local st, where = find(m, conv)
@@ -21,11 +24,6 @@ local function recall_member(m)
   if seq > st.read and not has_mark(m, conv, 'r', seq) then
     redis.call('ZREM', m.marks, mark(conv, 'm', seq))
     add_mark(m, conv, st, 'r', seq)
-    if preview ~= '' and seq > st.last then add_mark(m, conv, st, 'p', seq, preview) end
-    changed = true
-  end
-  if preview ~= '' and st.last == seq and st.preview ~= preview then
-    st.preview = preview
     changed = true
   end
   if not changed then return false end

@@ -1,7 +1,7 @@
 //! `recall.lua`: a recalled message, for every listed member.
 
 use crate::Error;
-use crate::keys::events_channel;
+use crate::keys::{events_channel, head_key};
 use crate::script::{Call, Lua, Reply, Script, lua};
 use crate::scripts::Members;
 use crate::scripts::common::unanswered;
@@ -26,6 +26,7 @@ impl Script for Recall<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
+        call.key("head", head_key(self.members.tenant, self.conversation));
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("preview", self.preview);
@@ -33,6 +34,7 @@ impl Script for Recall<'_> {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.members.tenant));
+        call.arg("head_ttl", crate::HEAD_TTL);
         self.members.encode(call, |_, _| {});
     }
 

@@ -1,4 +1,5 @@
--- A message was stored: every member's state moves in one atomic step. Role:
+-- A message was stored: the conversation's head takes its preview (once,
+-- for every member) and every member's state moves, in one atomic step. Role:
 -- 's' the sender (the message reads the conversation for them), 'm'
 -- mentioned, '' neither. Idempotent and order-free: an older message that
 -- arrives late never moves the conversation nor its preview, but still
@@ -8,9 +9,10 @@
 -- reply: the caller rebuilds them from the truth, which holds this message.
 -- Reply: {'ok', applied (0/1), n, n unanswerable users} or
 -- {'conflict', user, category}.
-local _, A, members = declare {
+local K, A, members = declare {
+  keys = {'head'},
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel'},
+          'require_loaded', 'channel', 'head_ttl'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category = A.conversation, A.category
@@ -25,6 +27,8 @@ for _, m in ipairs(members) do
   end
 end
 
+advance_head(K.head, seq, A.preview, A.head_ttl)
+
 -- Returns whether the member's state changed, and whether its numbers moved.
 local function touch_member(m)
   local st, where = find(m, conv)
@@ -35,7 +39,7 @@ local function touch_member(m)
   local changed, newer = where == nil, seq > st.last
   if newer then
     st.last = seq
-    st.preview = replacement_preview(m, conv, seq) or A.preview
+    st.legacy = nil
     changed = true
   end
   if m.role == 's' and (seq > st.read or has_flag(st, 'u')) then

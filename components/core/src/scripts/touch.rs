@@ -1,7 +1,7 @@
 //! `touch.lua`: a stored message, for every member in one step.
 
 use crate::Error;
-use crate::keys::{UserKeys, events_channel};
+use crate::keys::{UserKeys, events_channel, head_key};
 use crate::script::{Call, Lua, Reply, Script, lua, malformed};
 
 /// What a member is to the message.
@@ -52,6 +52,7 @@ impl Script for Touch<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
+        call.key("head", head_key(self.tenant, self.conversation));
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("score", self.score);
@@ -62,6 +63,7 @@ impl Script for Touch<'_> {
         call.arg("max_kept", self.max_kept);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
+        call.arg("head_ttl", crate::HEAD_TTL);
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);

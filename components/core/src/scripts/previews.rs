@@ -1,0 +1,59 @@
+//! `previews.lua`: the previews of listed rows, from their heads.
+
+use crate::Error;
+use crate::bindings::unread::core::types::Conversation;
+use crate::keys::head_key;
+use crate::script::{Call, Lua, Reply, Script, lua, malformed};
+
+/// What a row shows when its head has no preview for its last message (none
+/// yet, or the member was not told of the conversation's newer messages)
+/// and its state kept none from an earlier layout.
+pub const NO_PREVIEW: &str = "{}";
+
+/// The preview of each of `rows`' last message.
+pub struct Previews<'a> {
+    pub tenant: &'a str,
+    pub rows: &'a [Conversation],
+}
+
+impl Script for Previews<'_> {
+    /// One preview per row, in order ('' where the head has none for it).
+    type Reply = Vec<String>;
+
+    fn lua() -> &'static Lua {
+        lua!("previews.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("head_ttl", crate::HEAD_TTL);
+        call.each(self.rows, |item, row| {
+            item.key("head", head_key(self.tenant, &row.id));
+            item.arg("last", row.last_seq);
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
+        let previews = reply.rest()?;
+        if previews.len() != self.rows.len() {
+            return Err(malformed());
+        }
+        Ok(previews)
+    }
+}
+
+impl Previews<'_> {
+    /// Fills in the previews of `rows` from their heads (one script call;
+    /// none for no rows).
+    pub async fn fill(tenant: &str, rows: &mut [Conversation]) -> Result<(), Error> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let previews = crate::redis::run(&Previews { tenant, rows }).await?;
+        for (row, preview) in rows.iter_mut().zip(previews) {
+            if !preview.is_empty() {
+                row.preview = preview;
+            }
+        }
+        Ok(())
+    }
+}
