@@ -221,6 +221,8 @@ impl Entry {
 #[derive(Clone, Debug, Default)]
 struct Head {
     seq: u64,
+    score: u64,
+    category: String,
     preview: Value,
     /// Previews recalls left for messages not touched yet.
     replacements: HashMap<u64, Value>,
@@ -228,9 +230,9 @@ struct Head {
 
 impl Head {
     /// A touch of `seq` landed.
-    fn touched(&mut self, seq: u64, preview: &Value) {
+    fn touched(&mut self, seq: u64, score: u64, category: &str, preview: &Value) {
         if seq > self.seq {
-            self.seq = seq;
+            (self.seq, self.score, self.category) = (seq, score, category.to_string());
             self.preview = self.replacements.remove(&seq).unwrap_or_else(|| preview.clone());
             self.replacements.retain(|s, _| *s > seq);
         }
@@ -577,7 +579,8 @@ impl World {
         let sender = touch["sender"].as_str().unwrap();
         let mentioned: Vec<&str> = touch["mentions"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
         let all = touch["mention_all"] == true;
-        self.model.heads.entry(conversation.to_string()).or_default().touched(seq, &touch["preview"]);
+        let category = touch["category"].as_str().unwrap();
+        self.model.heads.entry(conversation.to_string()).or_default().touched(seq, score, category, &touch["preview"]);
         for member in touch["members"].as_array().unwrap() {
             let member = member.as_str().unwrap();
             let entry = self.model.entry(member, conversation);
@@ -825,15 +828,22 @@ impl World {
         }
         let sql = self.sql();
         let c = &self.conversations[i];
-        let head = (c.category.to_string(), c.last, c.score);
+        let head = if sql {
+            (c.category.to_string(), c.last, c.score)
+        } else {
+            // Cache-only, the service's head is the newest touch it was given.
+            let delivered = self.model.heads.get(&id).cloned().unwrap_or_default();
+            (delivered.category, delivered.seq, delivered.score)
+        };
         let entry = self.model.entry(&user, &id);
         if entry.gone || sql {
             *entry = Entry::default();
         }
         entry.read = entry.read.max(seq);
-        if sql && head.1 > 0 {
-            // With SQL the member is rebuilt from the truth: the conversation
-            // is listed at once, with its last message.
+        if head.1 > 0 && (sql || entry.last == 0) {
+            // The conversation is listed at once, with its last message: with
+            // SQL the member is rebuilt from the truth; without, a member
+            // with no message of it yet gets the head's.
             (entry.category, entry.last, entry.score) = head;
         }
         self.service("/v1/join", json!({"tenant": self.tenant, "conversation": id, "seq": seq, "members": [user]}))

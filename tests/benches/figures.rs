@@ -363,57 +363,130 @@ async fn main() {
         usec
     );
     entry_bytes().await;
+    message_costs().await;
     token_costs().await;
     nodelay_comparison().await;
     println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
 }
 
-/// Redis bytes per user-conversation entry: 100 users with 50 one-to-one
-/// conversations each (2 500 conversations, 5 000 entries), for previews of
-/// 0, 40 and 100 bytes of text: `MEMORY USAGE` (exact) of every key of
-/// those users over the entries, and of the conversations' heads (where
-/// each preview is stored once) over the conversations.
+/// Redis bytes per user-conversation entry: 100 users with 50 conversations
+/// each (5 000 entries), one-to-one (2 500 conversations) or in groups of 20
+/// (250), for previews of 0, 40 and 100 bytes of text: `MEMORY USAGE` of
+/// every key of those users over the entries, and of the conversations'
+/// heads (where each preview is stored once) over the conversations.
+/// (`MEMORY USAGE` leaves out a key's slots in the key space's and expiry
+/// tables: `used_memory` would count them, but moves too much with table
+/// growth to give a figure per entry.)
 async fn entry_bytes() {
     const PEOPLE: usize = 100;
     const EACH: usize = 50;
-    println!("\n== Redis bytes per user-conversation entry ({PEOPLE} users x {EACH} one-to-one conversations)");
+    println!("\n== Redis bytes per user-conversation entry ({PEOPLE} users with {EACH} conversations each)");
     let app = Arc::new(App::with(Setup::default()).await);
-    for (round, text_bytes) in [0usize, 40, 100].into_iter().enumerate() {
-        let tenant = format!("bytes{round}");
-        let preview = Arc::new(if text_bytes == 0 { json!({}) } else { json!({"text": "x".repeat(text_bytes)}) });
-        // User i talks with i+1 ..= i+25 (mod 100): 50 conversations each.
-        let (touch_tenant, touch_preview) = (tenant.clone(), preview.clone());
-        let touch = call(move |app, k| {
-            let (from, step) = (k / (EACH / 2), 1 + k % (EACH / 2));
-            let (a, b) = (format!("p{from}"), format!("p{}", (from + step) % PEOPLE));
-            let mut body = message(&touch_tenant, &format!("d{k}"), 1, 1_764_460_800_000 + k as u64, &a, &[&a, &b]);
-            body["preview"] = (*touch_preview).clone();
-            async move { app.touch(body).await }
-        });
-        let conversations = PEOPLE * EACH / 2;
-        let _ = phase(&app, 16, conversations, &touch).await;
-        let mut redis = app.redis.connection().unwrap();
-        let mut usage = |pattern: String| {
-            let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut redis).unwrap();
-            let bytes: u64 = keys
-                .iter()
-                .map(|key| {
-                    redis::cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0).query::<u64>(&mut redis).unwrap()
-                })
-                .sum();
-            (keys.len(), bytes)
-        };
-        let (user_keys, user_bytes) = usage(format!("un:v2:{{{tenant}:*"));
-        let (heads, head_bytes) = usage(format!("un:v2:head:{{{tenant}:*"));
-        let entries = conversations * 2;
+    let mut round = 0;
+    for size in [2usize, 20] {
+        for text_bytes in [0usize, 40, 100] {
+            round += 1;
+            let tenant = format!("bytes{round}");
+            let preview = Arc::new(if text_bytes == 0 { json!({}) } else { json!({"text": "x".repeat(text_bytes)}) });
+            let conversations = PEOPLE * EACH / size;
+            // One-to-one: user i talks with i+1 ..= i+25 (mod 100). Groups:
+            // conversation k holds the 20 users i with i = k (mod 5).
+            let members = move |k: usize| -> Vec<String> {
+                if size == 2 {
+                    let (from, step) = (k / (EACH / 2), 1 + k % (EACH / 2));
+                    vec![format!("p{from}"), format!("p{}", (from + step) % PEOPLE)]
+                } else {
+                    (0..size).map(|j| format!("p{}", k % 5 + 5 * j)).collect()
+                }
+            };
+            let (touch_tenant, touch_preview) = (tenant.clone(), preview.clone());
+            let touch = call(move |app, k| {
+                let members = members(k);
+                let members: Vec<&str> = members.iter().map(String::as_str).collect();
+                let ts = 1_764_460_800_000 + k as u64;
+                let mut body = message(&touch_tenant, &format!("d{k}"), 1, ts, members[0], &members);
+                body["preview"] = (*touch_preview).clone();
+                async move { app.touch(body).await }
+            });
+            let _ = phase(&app, 16, conversations, &touch).await;
+            let mut redis = app.redis.connection().unwrap();
+            let mut usage = |pattern: String| {
+                let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut redis).unwrap();
+                let bytes: u64 = keys
+                    .iter()
+                    .map(|key| {
+                        redis::cmd("MEMORY")
+                            .arg("USAGE")
+                            .arg(key)
+                            .arg("SAMPLES")
+                            .arg(0)
+                            .query::<u64>(&mut redis)
+                            .unwrap()
+                    })
+                    .sum();
+                (keys.len(), bytes)
+            };
+            let (_, user_bytes) = usage(format!("un:v2:{{{tenant}:*"));
+            let (_, head_bytes) = usage(format!("un:v2:head:{{{tenant}:*"));
+            let entries = PEOPLE * EACH;
+            println!(
+                "{:<11} preview text {text_bytes:>3} B: users' keys {:>3.0} B per entry, heads {:>3.0} B per conversation, \
+                 {:>3.0} B per entry in all",
+                if size == 2 { "one-to-one" } else { "groups of 20" },
+                user_bytes as f64 / entries as f64,
+                head_bytes as f64 / conversations as f64,
+                (user_bytes + head_bytes) as f64 / entries as f64,
+            );
+        }
+    }
+}
+
+/// What one message costs by the size of its conversation: the touch calls
+/// it takes (at most 500 members a call), the Redis commands its scripts run
+/// (every `cmdstat_` but the scripts' own), and messages per second at one
+/// client. Members have read everything before (one unread each).
+async fn message_costs() {
+    const MESSAGES: u64 = 20;
+    println!("\n== one message by conversation size (1 client, {MESSAGES} messages each)");
+    println!("members   touch calls   commands per message   per member   messages/s");
+    let app = Arc::new(App::with(Setup::default()).await);
+    let mut one_to_one = 0.0;
+    for size in [2usize, 500, 10_000] {
+        let conversation = format!("size{size}");
+        let members: Vec<String> = (0..size).map(|k| format!("m{k}")).collect();
+        let chunks: Vec<Vec<&str>> =
+            members.chunks(500).map(|chunk| chunk.iter().map(String::as_str).collect()).collect();
+        let before = commands_run(&app);
+        let started = Instant::now();
+        for seq in 1..=MESSAGES {
+            for chunk in &chunks {
+                let answer = app.touch(message("bench", &conversation, seq, 1_764_470_000 + seq, "m0", chunk)).await;
+                assert_eq!(answer.status, 200, "{:?}", answer.body);
+            }
+        }
+        let rate = MESSAGES as f64 / started.elapsed().as_secs_f64();
+        let commands = (commands_run(&app) - before) as f64 / MESSAGES as f64;
+        if size == 2 {
+            one_to_one = rate;
+        }
         println!(
-            "preview text of {text_bytes:>3} bytes: {entries} entries: users' keys {:.0} B per entry ({user_keys} keys), \
-             heads {:.0} B per conversation ({heads} keys), {:.0} B per entry in all",
-            user_bytes as f64 / entries as f64,
-            head_bytes as f64 / conversations as f64,
-            (user_bytes + head_bytes) as f64 / entries as f64
+            "{size:>7}   {:>11}   {commands:>20.0}   {:>10.1}   {rate:>10.1} ({:.3}x one-to-one)",
+            chunks.len(),
+            commands / size as f64,
+            rate / one_to_one
         );
     }
+}
+
+/// Redis commands run so far, inside scripts included (every `cmdstat_`
+/// line of `INFO commandstats` but the scripts' own calls and `INFO`).
+fn commands_run(app: &App) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut app.redis.connection().unwrap()).unwrap();
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
+        .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// What verifying an identity provider's token costs a call: the badge at

@@ -53,13 +53,45 @@ impl UserKeys {
     }
 }
 
-/// The head of a conversation: its last seq (`s`) and that message's
-/// preview (`p`), and the previews recalls gave for messages not touched yet
-/// (`r<seq>`). One key per conversation, hash-tagged by tenant and
-/// conversation, so a preview is stored once however many members list it.
-/// The `head:` prefix keeps it apart from every user's keys.
-pub fn head_key(tenant: &str, conversation: &str) -> String {
-    format!("{PREFIX}:head:{{{}:{}}}", escape(tenant), escape(conversation))
+/// The names of a conversation's keys as the scripts declare them
+/// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
+pub const CONVERSATION_KEYS: [&str; 2] = ["head", "recalls"];
+
+/// The keys of one conversation, hash-tagged by tenant and conversation (one
+/// slot): `head`, its last message with its preview, stored once however
+/// many members list it; `recalls`, the previews recalls gave for messages
+/// not touched yet. The `head:` prefix keeps them apart from every user's
+/// keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversationKeys {
+    head: String,
+}
+
+impl ConversationKeys {
+    /// The keys of `conversation` of `tenant`.
+    pub fn new(tenant: &str, conversation: &str) -> Self {
+        ConversationKeys { head: format!("{PREFIX}:head:{{{}:{}}}", escape(tenant), escape(conversation)) }
+    }
+
+    /// One of the conversation's keys, by its name in [`CONVERSATION_KEYS`].
+    pub fn key(&self, name: &str) -> String {
+        match name {
+            "head" => self.head.clone(),
+            _ => format!("{}:{name}", self.head),
+        }
+    }
+
+    /// Appends all the conversation's keys, named as the scripts declare them.
+    pub fn encode(&self, call: &mut Call) {
+        for name in CONVERSATION_KEYS {
+            call.key(name, self.key(name));
+        }
+    }
+
+    /// Appends only the conversation's `head` key.
+    pub fn encode_head(&self, call: &mut Call) {
+        call.key("head", self.head.clone());
+    }
 }
 
 /// The pattern of every `meta` key of a tenant's users: a walk without a SQL
@@ -145,13 +177,17 @@ mod tests {
     }
 
     #[test]
-    fn a_conversations_head_is_apart_from_every_users_keys() {
-        assert_eq!(head_key("acme", "c:1"), "un:v2:head:{acme:c%3A1}");
-        assert_ne!(head_key("a:b", "c"), head_key("a", "b:c"));
-        // A user named like the conversation has no key of the head's name.
-        let user = UserKeys::new("acme", "c");
-        assert!(USER_KEYS.iter().all(|name| user.key(name) != head_key("acme", "c")));
-        assert_eq!(user_of_meta_key("acme", &head_key("acme", "c")), None);
+    fn a_conversations_keys_share_a_slot_apart_from_every_users_keys() {
+        let keys = ConversationKeys::new("acme", "c:1");
+        assert_eq!(keys.key("head"), "un:v2:head:{acme:c%3A1}");
+        assert_eq!(keys.key("recalls"), "un:v2:head:{acme:c%3A1}:recalls");
+        assert_ne!(ConversationKeys::new("a:b", "c"), ConversationKeys::new("a", "b:c"));
+        // A user named like the conversation has no key of the conversation's names.
+        let (user, conversation) = (UserKeys::new("acme", "c"), ConversationKeys::new("acme", "c"));
+        for name in CONVERSATION_KEYS {
+            assert!(USER_KEYS.iter().all(|mine| user.key(mine) != conversation.key(name)));
+            assert_eq!(user_of_meta_key("acme", &conversation.key(name)), None);
+        }
     }
 
     #[test]

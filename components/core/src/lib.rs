@@ -211,6 +211,7 @@ impl Guest for Core {
         let join = Join {
             conversation: &conversation,
             seq,
+            max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             members: Members { tenant: &tenant, users: &users },
         };

@@ -12,7 +12,7 @@ use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
 use crate::redis;
 use crate::scripts::{Heads, Rebuild, Rebuilt, TruthUser, Versions};
-use crate::sql::{self, Truth};
+use crate::sql::{self, Truth, TruthRow};
 
 /// Users per Redis script and SQL query.
 const CHUNK: usize = 100;
@@ -98,15 +98,10 @@ pub async fn rebuild(
     truth: &Truth,
     load_empty: bool,
 ) -> Result<Vec<Rebuilt>, Error> {
-    let mut heads: Vec<(&str, u64, &str)> = truth
-        .rows
-        .iter()
-        .filter(|row| row.last_seq > 0)
-        .map(|row| (row.conversation.as_str(), row.last_seq, row.preview.as_str()))
-        .collect();
+    let mut heads: Vec<&TruthRow> = truth.rows.iter().filter(|row| row.last_seq > 0).collect();
     // One head per conversation, the newest message the truth gave for it.
-    heads.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
-    heads.dedup_by(|next, kept| next.0 == kept.0);
+    heads.sort_unstable_by(|a, b| a.conversation.cmp(&b.conversation).then(b.last_seq.cmp(&a.last_seq)));
+    heads.dedup_by(|next, kept| next.conversation == kept.conversation);
     for chunk in heads.chunks(HEADS_CHUNK) {
         redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
     }

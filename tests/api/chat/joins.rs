@@ -46,6 +46,42 @@ async fn a_member_who_joins_late_counts_only_what_came_after() {
     assert_badge_consistent(&app, "acme", "u9").await;
 }
 
+/// Without a SQL store too, a member who joins sees the conversation at once,
+/// with its last message read, as a touch of it would have listed it.
+#[tokio::test]
+async fn a_member_who_joins_sees_the_conversation_at_once() {
+    let app = App::start().await;
+    messages(&app, "c1", 1, 5, 1_000).await;
+    app.mark_read("acme", "u8", "c1", 2).await; // a cursor from before any message of theirs
+    assert_eq!(join(&app, "c1", 5, &["u8", "u9"]).await.body["changed"], 2);
+    for user in ["u8", "u9"] {
+        let listed = row(&app.whole_list("acme", user, 20).await, "c1").clone();
+        assert_eq!(
+            (
+                &listed["last_seq"],
+                &listed["read_seq"],
+                &listed["unread"],
+                &listed["category"],
+                &listed["preview"]["text"]
+            ),
+            (&json!(5), &json!(5), &json!(0), &json!("chat"), &json!("message 5")),
+            "{user}"
+        );
+        assert_eq!(
+            listed["ts"],
+            app.row("acme", "u2", "c1").await.unwrap()["ts"],
+            "{user}: ordered by its last message"
+        );
+    }
+    // Joined before messages it was not told of: they count once they come.
+    assert_eq!(join(&app, "c2", 3, &["u9"]).await.body["changed"], 1);
+    assert!(app.row("acme", "u9", "c2").await.is_none(), "no message yet: nothing to list");
+    messages(&app, "c2", 1, 3, 2_000).await;
+    app.touch(message("acme", "c2", 4, 2_004, "u1", &["u1", "u9"])).await;
+    assert_eq!(app.row("acme", "u9", "c2").await.unwrap()["unread"], 1);
+    assert_badge_consistent(&app, "acme", "u9").await;
+}
+
 #[tokio::test]
 async fn a_late_join_is_in_the_truth() {
     for kind in KINDS {

@@ -1,28 +1,28 @@
 //! `forget_head.lua`: a deleted conversation's head goes.
 
 use crate::Error;
-use crate::keys::head_key;
+use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua};
 
-/// Deletes the head of `conversation`.
+/// Deletes the head (and pending recall previews) of `conversation`.
 pub struct ForgetHead<'a> {
     pub tenant: &'a str,
     pub conversation: &'a str,
 }
 
 impl Script for ForgetHead<'_> {
-    /// Whether there was a head.
-    type Reply = bool;
+    /// How many of its keys there were.
+    type Reply = u64;
 
     fn lua() -> &'static Lua {
         lua!("forget_head.lua")
     }
 
     fn encode(&self, call: &mut Call) {
-        call.key("head", head_key(self.tenant, self.conversation));
+        ConversationKeys::new(self.tenant, self.conversation).encode(call);
     }
 
-    fn decode(&self, reply: &mut Reply) -> Result<bool, Error> {
-        reply.flag()
+    fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
+        reply.number()
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
-use crate::keys::USER_KEYS;
+use crate::keys::{CONVERSATION_KEYS, USER_KEYS};
 use crate::script::{Call, Names, Script};
 use crate::sql::TruthRow;
 
@@ -56,6 +56,9 @@ fn names(value: Option<&str>) -> Vec<&'static str> {
     let Some(value) = value else { return Vec::new() };
     if value.starts_with("USER_KEYS") {
         return USER_KEYS.to_vec();
+    }
+    if value.starts_with("CONVERSATION_KEYS") {
+        return CONVERSATION_KEYS.to_vec();
     }
     balanced(value).split('\'').skip(1).step_by(2).map(|name| &*Box::leak(name.to_string().into_boxed_str())).collect()
 }
@@ -149,7 +152,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&Join { conversation: "c", seq: 1, max_kept: 1000, members: members() }),
+        encoded(&Join { conversation: "c", seq: 1, max_conversations: 100, max_kept: 1000, members: members() }),
         encoded(&Leave {
             conversation: "c",
             max_conversations: 100,
@@ -174,7 +177,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
         encoded(&Ping),
         encoded(&ForgetHead { tenant: "t", conversation: "c" }),
-        encoded(&Heads { tenant: "t", heads: vec![("c", 3, "{}")] }),
+        encoded(&Heads { tenant: "t", heads: vec![&row] }),
         encoded(&Previews { tenant: "t", rows: &[row_of("c", 3)] }),
         encoded(&Dataset { remembered: String::new() }),
     ]
@@ -201,8 +204,11 @@ fn every_encoder_matches_its_scripts_header() {
 }
 
 #[test]
-fn the_prelude_names_the_users_keys_as_keys_rs_does() {
+fn the_prelude_names_the_users_and_conversations_keys_as_keys_rs_does() {
     let prelude = crate::script::PRELUDE;
-    let line = prelude.lines().find(|l| l.starts_with("local USER_KEYS")).unwrap();
-    assert_eq!(names(Some(&line[line.find('{').unwrap()..])), USER_KEYS.to_vec());
+    for (list, names_in_rust) in [("USER_KEYS", USER_KEYS.to_vec()), ("CONVERSATION_KEYS", CONVERSATION_KEYS.to_vec())]
+    {
+        let line = prelude.lines().find(|l| l.starts_with(&format!("local {list} "))).unwrap();
+        assert_eq!(names(Some(&line[line.find('{').unwrap()..])), names_in_rust, "{list}");
+    }
 }

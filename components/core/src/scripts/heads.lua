@@ -3,13 +3,16 @@
 -- already holds a newer message; at the same seq the truth's preview wins
 -- (the app applies a recall to its own heads).
 -- Reply: how many heads changed.
-local _, A, heads = declare {args = {'head_ttl'}, each = {keys = {'head'}, args = {'seq', 'preview'}}}
+local _, A, conversations = declare {
+  args = {'head_ttl'},
+  each = {keys = CONVERSATION_KEYS, args = {'seq', 'score', 'category', 'preview'}},
+}
 local changed = 0
-for _, h in ipairs(heads) do
-  local seq, got = tonumber(h.seq), redis.call('HMGET', h.head, 's', 'p')
-  local last = tonumber(got[1] or '0')
-  if seq > last or (seq == last and got[2] ~= h.preview) then
-    set_head(h.head, seq, h.preview, A.head_ttl)
+for _, c in ipairs(conversations) do
+  local seq, head = tonumber(c.seq), get_head(c.head)
+  if not head or seq > head.seq or (seq == head.seq and head.preview ~= c.preview) then
+    set_head(c.head, seq, c.score, c.category, c.preview, A.head_ttl)
+    prune_recalls(c.recalls, seq)
     changed = changed + 1
   end
 end

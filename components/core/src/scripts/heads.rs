@@ -1,14 +1,15 @@
 //! `heads.lua`: the truth's last messages written into conversation heads.
 
 use crate::Error;
-use crate::keys::head_key;
+use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::sql::TruthRow;
 
-/// The heads of `heads` (conversation, last seq, its preview) as the truth
-/// has them; a head that holds a newer message keeps it.
+/// The heads of conversations as the truth has them; a head that holds a
+/// newer message keeps it.
 pub struct Heads<'a> {
     pub tenant: &'a str,
-    pub heads: Vec<(&'a str, u64, &'a str)>,
+    pub heads: Vec<&'a TruthRow>,
 }
 
 impl Script for Heads<'_> {
@@ -21,10 +22,12 @@ impl Script for Heads<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
-        call.each(&self.heads, |item, &(conversation, seq, preview)| {
-            item.key("head", head_key(self.tenant, conversation));
-            item.arg("seq", seq);
-            item.arg("preview", preview);
+        call.each(&self.heads, |item, row| {
+            ConversationKeys::new(self.tenant, &row.conversation).encode(item);
+            item.arg("seq", row.last_seq);
+            item.arg("score", row.score());
+            item.arg("category", row.category.as_str());
+            item.arg("preview", row.preview.as_str());
         });
     }
 

@@ -1,14 +1,30 @@
 -- Members joined a conversation after message seq (or came back to it):
 -- each read cursor moves up to seq (never back), so what came before never
 -- counts; a member who had left or whose conversation was deleted starts
--- again from seq. The member's own mark-unread stays. (With a SQL store the
--- members are rebuilt from the truth instead.)
+-- again from seq. The member's own mark-unread stays. A member who had no
+-- message of it yet gets it listed at once with the head's last message, as
+-- a touch of it would have listed it. (With a SQL store the members are
+-- rebuilt from the truth instead.)
 -- Reply: how many members' state changed.
-local _, A, members = declare {
-  args = {'conversation', 'seq', 'max_kept', 'idle_ttl', 'channel'},
+local K, A, members = declare {
+  keys = {'head'},
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)
+local head = get_head(K.head)
+
+-- Lists a conversation the member has no message of, at the head's last
+-- message (nothing to list if it has none yet).
+local function list_at_head(m, st)
+  if not head or head.score == '' then return false end
+  st.last, st.category = head.seq, head.category
+  enlist(m, conv, st, head.score)
+  local now = save(m, conv, NOTHING, st)
+  local trimmed = trim(m, tonumber(A.max_conversations), max_kept)
+  if differs(NOTHING, now) or trimmed then publish(A.channel, m.user, conv, now, m) end
+  return true
+end
 
 local function join_member(m)
   local st, where = find(m, conv)
@@ -16,16 +32,20 @@ local function join_member(m)
     drop_marks(m, conv)
     st, where = nil, nil
   end
-  if st and seq <= st.read then return false end
+  if st and seq <= st.read then
+    return where == 'kept' and st.last == 0 and list_at_head(m, st)
+  end
   if not st then
     st = new_state()
     st.read = seq
+    if list_at_head(m, st) then return true end
     keep(m, conv, st, max_kept)
     idle(m, A.idle_ttl)
     return true
   end
   local before = where == 'conv' and counted(st) or NOTHING
   st.read = seq
+  if where == 'kept' and st.last == 0 and list_at_head(m, st) then return true end
   if where ~= 'conv' then
     keep(m, conv, st, max_kept)
     idle(m, A.idle_ttl)

@@ -1,7 +1,7 @@
 //! `join.lua`: members who joined after a seq.
 
 use crate::Error;
-use crate::keys::events_channel;
+use crate::keys::{ConversationKeys, events_channel};
 use crate::script::{Call, Lua, Reply, Script, lua};
 use crate::scripts::Members;
 
@@ -9,6 +9,7 @@ use crate::scripts::Members;
 pub struct Join<'a> {
     pub conversation: &'a str,
     pub seq: u64,
+    pub max_conversations: u32,
     pub max_kept: u32,
     pub members: Members<'a>,
 }
@@ -22,8 +23,10 @@ impl Script for Join<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
+        ConversationKeys::new(self.members.tenant, self.conversation).encode_head(call);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
+        call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.members.tenant));

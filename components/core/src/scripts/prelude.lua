@@ -20,10 +20,10 @@
 --   meta    hash  v: version, bumped by every change; loaded: built from the SQL
 --                 store; partial: the truth holds more than Redis kept
 --
--- A conversation's head (HEAD, its own key and slot): s, its last seq; p,
--- that message's preview; r<seq>, the preview a recall gave for a message
--- whose touch has not come yet. Previews live there once per conversation,
--- never in a user's state.
+-- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
+-- message (seq, list score, category, preview); recalls, seq -> the preview a
+-- recall gave for a message whose touch has not come yet. Previews live
+-- there once per conversation, never in a user's state.
 --
 -- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
@@ -35,6 +35,7 @@
 -- goes back to Redis is formatted with int().
 
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta'}
+local CONVERSATION_KEYS = {'head', 'recalls'}
 
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
@@ -240,53 +241,62 @@ end
 -- Heads ---------------------------------------------------------------------
 
 -- Recall previews kept for messages not touched yet: at most this many per
--- conversation (the lowest seqs go first), so no caller grows a head.
+-- conversation (the lowest seqs go first), so no caller grows them.
 local MAX_PENDING_PREVIEWS = 16
 
-local function head_seq(head)
-  return tonumber(redis.call('HGET', head, 's') or '0')
+-- A conversation's head, `seq:score:category:preview` in one string (a
+-- string keeps a long preview compact, where a hash would turn into a
+-- table); nil if there is none.
+local function get_head(key)
+  local value = redis.call('GET', key)
+  if not value then return nil end
+  local seq, score, category, preview = string.match(value, '^(%d+):(%d*):([%w_%-]*):(.*)$')
+  if not seq then return nil end
+  return {seq = tonumber(seq), score = score, category = category, preview = preview}
 end
 
--- The conversation's last message is `seq`, with `preview`. Recall
--- previews at or below it can no longer serve and go. A head lives `ttl`
--- seconds past its last message or its last read by a list (previews.lua),
--- so heads of conversations nobody lists any more go.
-local function set_head(head, seq, preview, ttl)
-  redis.call('HSET', head, 's', int(seq), 'p', preview)
-  redis.call('EXPIRE', head, ttl)
-  if redis.call('HLEN', head) > 2 then
-    for _, f in ipairs(redis.call('HKEYS', head)) do
-      local s = tonumber(string.match(f, '^r(%d+)$'))
-      if s and s <= seq then redis.call('HDEL', head, f) end
-    end
+-- The conversation's last message is `seq` (list score `score`, in
+-- `category`), with `preview`. A head lives `ttl` seconds past its last
+-- message or its last read by a list (previews.lua), so heads of
+-- conversations nobody lists any more go.
+local function set_head(key, seq, score, category, preview, ttl)
+  redis.call('SET', key, int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview, 'EX', ttl)
+end
+
+-- Recall previews at or below `seq` can no longer serve and go.
+local function prune_recalls(recalls, seq)
+  for _, f in ipairs(redis.call('HKEYS', recalls)) do
+    if tonumber(f) <= seq then redis.call('HDEL', recalls, f) end
   end
 end
 
 -- The conversation's last message is now `seq` if it is newer than the
 -- head's: its preview is the one a recall left for it, else `preview`.
-local function advance_head(head, seq, preview, ttl)
-  local got = redis.call('HMGET', head, 's', 'r' .. int(seq))
-  if seq <= tonumber(got[1] or '0') then return false end
-  set_head(head, seq, got[2] or preview, ttl)
+local function advance_head(h, seq, score, category, preview, ttl)
+  local head = get_head(h.head)
+  if head and seq <= head.seq then return false end
+  if redis.call('HLEN', h.recalls) > 0 then
+    preview = redis.call('HGET', h.recalls, int(seq)) or preview
+    prune_recalls(h.recalls, seq)
+  end
+  set_head(h.head, seq, score, category, preview, ttl)
   return true
 end
 
 -- A recall's replacement preview for message `seq`: the head's preview if
--- it is the last message, kept for its touch if it is newer.
-local function recall_preview(head, seq, preview, ttl)
-  local last = head_seq(head)
-  if seq == last then
-    redis.call('HSET', head, 'p', preview)
+-- it is the last message; kept for its touch if it is newer.
+local function recall_preview(h, seq, preview, ttl)
+  local head = get_head(h.head)
+  local last = head and head.seq or 0
+  if head and seq == last then
+    redis.call('SET', h.head, int(seq) .. ':' .. head.score .. ':' .. head.category .. ':' .. preview, 'KEEPTTL')
   elseif seq > last then
-    redis.call('HSET', head, 'r' .. int(seq), preview)
-    if last == 0 then redis.call('EXPIRE', head, ttl) end
+    redis.call('HSET', h.recalls, int(seq), preview)
+    redis.call('EXPIRE', h.recalls, ttl)
     local pending = {}
-    for _, f in ipairs(redis.call('HKEYS', head)) do
-      local s = tonumber(string.match(f, '^r(%d+)$'))
-      if s then pending[#pending + 1] = s end
-    end
+    for _, f in ipairs(redis.call('HKEYS', h.recalls)) do pending[#pending + 1] = tonumber(f) end
     table.sort(pending)
-    for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', head, 'r' .. int(pending[i])) end
+    for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', h.recalls, int(pending[i])) end
   end
 end
 

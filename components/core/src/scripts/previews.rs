@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::bindings::unread::core::types::Conversation;
-use crate::keys::head_key;
+use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua, malformed};
 
 /// What a row shows when its head has no preview for its last message (none
@@ -27,7 +27,7 @@ impl Script for Previews<'_> {
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
         call.each(self.rows, |item, row| {
-            item.key("head", head_key(self.tenant, &row.id));
+            ConversationKeys::new(self.tenant, &row.id).encode_head(item);
             item.arg("last", row.last_seq);
         });
     }

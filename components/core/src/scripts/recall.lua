@@ -7,13 +7,13 @@
 -- for are named in the reply, not written (see touch.lua).
 -- Reply: {dropped (members whose unread dropped), n, n users}.
 local K, A, members = declare {
-  keys = {'head'},
+  keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'preview', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'head_ttl'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
 
-if preview ~= '' then recall_preview(K.head, seq, preview, A.head_ttl) end
+if preview ~= '' then recall_preview(K, seq, preview, A.head_ttl) end
 
 local function recall_member(m)
   local st, where = find(m, conv)

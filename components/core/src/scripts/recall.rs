@@ -1,7 +1,7 @@
 //! `recall.lua`: a recalled message, for every listed member.
 
 use crate::Error;
-use crate::keys::{events_channel, head_key};
+use crate::keys::{ConversationKeys, events_channel};
 use crate::script::{Call, Lua, Reply, Script, lua};
 use crate::scripts::Members;
 use crate::scripts::common::unanswered;
@@ -26,7 +26,7 @@ impl Script for Recall<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        call.key("head", head_key(self.members.tenant, self.conversation));
+        ConversationKeys::new(self.members.tenant, self.conversation).encode(call);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("preview", self.preview);

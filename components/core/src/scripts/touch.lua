@@ -10,7 +10,7 @@
 -- Reply: {'ok', applied (0/1), n, n unanswerable users} or
 -- {'conflict', user, category}.
 local K, A, members = declare {
-  keys = {'head'},
+  keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
           'require_loaded', 'channel', 'head_ttl'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
@@ -27,7 +27,7 @@ for _, m in ipairs(members) do
   end
 end
 
-advance_head(K.head, seq, A.preview, A.head_ttl)
+advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
 
 -- Returns whether the member's state changed, and whether its numbers moved.
 local function touch_member(m)

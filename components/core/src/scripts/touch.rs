@@ -1,7 +1,7 @@
 //! `touch.lua`: a stored message, for every member in one step.
 
 use crate::Error;
-use crate::keys::{UserKeys, events_channel, head_key};
+use crate::keys::{ConversationKeys, UserKeys, events_channel};
 use crate::script::{Call, Lua, Reply, Script, lua, malformed};
 
 /// What a member is to the message.
@@ -52,7 +52,7 @@ impl Script for Touch<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        call.key("head", head_key(self.tenant, self.conversation));
+        ConversationKeys::new(self.tenant, self.conversation).encode(call);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("score", self.score);
