@@ -20,18 +20,20 @@ local seq, score = tonumber(A.seq), A.score
 local max_conversations, max_kept = tonumber(A.max_conversations), tonumber(A.max_kept)
 
 -- A conversation lives in one category: refuse a change before writing.
-for _, m in ipairs(members) do
-  local st = find(m, conv)
+-- What each member has of it is read once, here.
+local found = {}
+for i, m in ipairs(members) do
+  local st, where = find(m, conv)
   if st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
     return {'conflict', m.user, st.category}
   end
+  found[i] = {st = st, where = where}
 end
 
 advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
 
 -- Returns whether the member's state changed, and whether its numbers moved.
-local function touch_member(m)
-  local st, where = find(m, conv)
+local function touch_member(m, st, where)
   if st and has_flag(st, 'x') then return false, false end
   local before = where == 'conv' and counted(st) or NOTHING
   st = st or new_state(category)
@@ -65,16 +67,18 @@ local function touch_member(m)
     redis.call('ZADD', m.list, score, conv)
   end
   local now = save(m, conv, before, st)
-  local trimmed = trim(m, max_conversations, max_kept)
+  -- Only a conversation newly listed can push another one out.
+  local trimmed = where ~= 'conv' and trim(m, max_conversations, max_kept)
   return true, differs(before, now) or trimmed, now
 end
 
 local applied, unanswered = 0, {}
-for _, m in ipairs(members) do
-  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
+for i, m in ipairs(members) do
+  local st, where = found[i].st, found[i].where
+  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not st) then
     unanswered[#unanswered + 1] = m.user
   else
-    local changed, moved, now = touch_member(m)
+    local changed, moved, now = touch_member(m, st, where)
     if changed then applied = 1 end
     if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
   end
