@@ -63,10 +63,10 @@ fn names(value: Option<&str>) -> Vec<&'static str> {
     balanced(value).split('\'').skip(1).step_by(2).map(|name| &*Box::leak(name.to_string().into_boxed_str())).collect()
 }
 
-fn encoded(script: &impl Script) -> (&'static str, Names) {
+fn encoded(script: &impl Script) -> (&'static str, Call) {
     let mut call = Call::default();
     script.encode(&mut call);
-    (script_file::<_>(script), call.names().clone())
+    (script_file::<_>(script), call)
 }
 
 fn script_file<S: Script>(_: &S) -> &'static str {
@@ -95,13 +95,14 @@ fn row_of(conversation: &str, last: u64) -> crate::bindings::unread::core::types
 }
 
 /// One call of every script.
-fn samples() -> BTreeMap<&'static str, Names> {
+fn sample_calls() -> BTreeMap<&'static str, Call> {
     let users = users();
+    let other = TruthRow { conversation: "d".into(), ..TruthRow::sample() };
     let members = || Members { tenant: "t", users: &users };
     let row = TruthRow::sample();
     let cursor = ListCursor { section: 0, score: 5, conversation: "c".into() };
     let flag = ConversationFlag::Muted(true);
-    let pairs = vec![("t".to_string(), "u1".to_string())];
+    let pairs = vec![("t".to_string(), "u1".to_string()), ("t".to_string(), "u2".to_string())];
     [
         encoded(&Touch {
             tenant: "t",
@@ -165,11 +166,17 @@ fn samples() -> BTreeMap<&'static str, Names> {
             tenant: "t",
             category: "chat",
             max_kept: 1000,
-            clearings: vec![Clearing { user: "u", conversation: "c", seq: 3 }],
+            clearings: vec![
+                Clearing { user: "u", conversation: "c", seq: 3 },
+                Clearing { user: "v", conversation: "c", seq: 3 },
+            ],
         }),
         encoded(&Rebuild {
             tenant: "t",
-            users: vec![TruthUser { user: "u", version: "3", partial: false, rows: vec![&row] }],
+            users: vec![
+                TruthUser { user: "u", version: "3", partial: false, rows: vec![&row] },
+                TruthUser { user: "v", version: "3", partial: false, rows: vec![&other] },
+            ],
             load_empty: false,
         }),
         encoded(&Versions { tenant: "t", users: &users }),
@@ -177,8 +184,8 @@ fn samples() -> BTreeMap<&'static str, Names> {
         encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
         encoded(&Ping),
         encoded(&ForgetHead { tenant: "t", conversation: "c" }),
-        encoded(&Heads { tenant: "t", heads: vec![&row] }),
-        encoded(&Previews { tenant: "t", rows: &[row_of("c", 3)] }),
+        encoded(&Heads { tenant: "t", heads: vec![&row, &other] }),
+        encoded(&Previews { tenant: "t", rows: &[row_of("c", 3), row_of("d", 4)] }),
         encoded(&Dataset { remembered: String::new() }),
     ]
     .into_iter()
@@ -187,7 +194,7 @@ fn samples() -> BTreeMap<&'static str, Names> {
 
 #[test]
 fn every_encoder_matches_its_scripts_header() {
-    let samples = samples();
+    let samples = sample_calls();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts");
     let mut files: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -196,9 +203,9 @@ fn every_encoder_matches_its_scripts_header() {
         .collect();
     files.sort();
     for file in &files {
-        let names = samples.get(file.as_str()).unwrap_or_else(|| panic!("no sample call of {file}"));
+        let call = samples.get(file.as_str()).unwrap_or_else(|| panic!("no sample call of {file}"));
         let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
-        assert_eq!(&header(&text), names, "{file}: the Rust encoder and the Lua header differ");
+        assert_eq!(&header(&text), call.names(), "{file}: the Rust encoder and the Lua header differ");
     }
     assert_eq!(files.len(), samples.len(), "a sample names a script that does not exist");
 }
@@ -211,4 +218,89 @@ fn the_prelude_names_the_users_and_conversations_keys_as_keys_rs_does() {
         let line = prelude.lines().find(|l| l.starts_with(&format!("local {list} "))).unwrap();
         assert_eq!(names(Some(&line[line.find('{').unwrap()..])), names_in_rust, "{list}");
     }
+}
+
+/// Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of its hash tag (the
+/// text between the first `{` and the next `}`, if not empty) or of the
+/// whole key, modulo 16384.
+fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc & 0x3FFF
+}
+
+#[test]
+fn slots_are_computed_as_redis_cluster_does() {
+    // Values from Redis's cluster specification and CLUSTER KEYSLOT.
+    assert_eq!(slot("123456789"), 0x31C3 & 0x3FFF);
+    assert_eq!(slot("foo"), 12182);
+    assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+    assert_ne!(slot("foo{}{bar}"), slot("bar"), "an empty tag: the whole key");
+    assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
+    assert_eq!(slot("foo{bar}{zap}"), slot("bar"));
+}
+
+/// Redis Cluster runs a script only if all its keys hash to one slot. The
+/// scripts that act for one user or one conversation do; the scripts that act
+/// for many members or many conversations at once name keys of many slots,
+/// and a cluster client must send them to each slot's node in groups (which
+/// this list is for: a script that starts to span slots shows up here).
+#[test]
+fn the_scripts_that_span_slots_are_known() {
+    let mut one_slot = Vec::new();
+    let mut many_slots = Vec::new();
+    for (file, call) in sample_calls() {
+        let slots: std::collections::BTreeSet<u16> = call.keys.iter().map(|key| slot(key)).collect();
+        match slots.len() {
+            0 | 1 => one_slot.push(file),
+            _ => many_slots.push(file),
+        }
+    }
+    assert_eq!(
+        one_slot,
+        [
+            "badge.lua",
+            "dataset.lua",
+            "forget_head.lua",
+            "list.lua",
+            "mark_read.lua",
+            "ping.lua",
+            "set_flag.lua",
+            "walk_users.lua"
+        ]
+    );
+    assert_eq!(
+        many_slots,
+        [
+            "category_inventory.lua",
+            "clear_category.lua",
+            "forget_loaded.lua",
+            "heads.lua",
+            "join.lua",
+            "leave.lua",
+            "previews.lua",
+            "rebuild.lua",
+            "recall.lua",
+            "touch.lua",
+            "versions.lua"
+        ]
+    );
+    // One user's keys, and one conversation's, each share a slot.
+    let user = crate::keys::UserKeys::new("acme", "u:1");
+    let user_slots: std::collections::BTreeSet<u16> = USER_KEYS.iter().map(|name| slot(&user.key(name))).collect();
+    assert_eq!(user_slots.len(), 1);
+    let conversation = crate::keys::ConversationKeys::new("acme", "c:1");
+    let conversation_slots: std::collections::BTreeSet<u16> =
+        CONVERSATION_KEYS.iter().map(|name| slot(&conversation.key(name))).collect();
+    assert_eq!(conversation_slots.len(), 1);
 }
