@@ -151,18 +151,6 @@ async fn every_answer_carries_content_length() {
     }
 }
 
-/// Redis commands run so far, inside scripts included (every `cmdstat_`
-/// line of `INFO commandstats` but the scripts' own calls and `INFO`).
-fn commands_run(app: &App) -> u64 {
-    let mut redis = app.redis.connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis).unwrap();
-    info.lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_"))
-        .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
-        .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
-        .sum()
-}
-
 /// Mentions pile up while a group goes unread; what a touch does per member
 /// must not grow with them (each pending mention is a sorted-set member the
 /// script never walks): the same commands with 2 or 2 000 pending.
@@ -183,10 +171,10 @@ async fn a_touch_costs_the_same_with_thousands_of_mentions_pending() {
             seq += 1;
             assert_eq!(app.touch(touch(seq)).await.status, 200);
         }
-        let before = commands_run(&app);
+        let before = app.redis.commands_run();
         seq += 1;
         assert_eq!(app.touch(touch(seq)).await.status, 200);
-        cost.push(commands_run(&app) - before);
+        cost.push(app.redis.commands_run() - before);
     }
     assert_eq!(cost[0], cost[1], "commands of one touch with 2 and with 2 000 mentions pending");
     assert_eq!(app.row("acme", "m7", "g").await.unwrap()["mentions"], seq);

@@ -144,6 +144,17 @@ impl RedisServer {
         keys
     }
 
+    /// Redis commands run so far, inside scripts included (every `cmdstat_`
+    /// line of `INFO commandstats` but the scripts' own calls and `INFO`).
+    pub fn commands_run(&self) -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.connection().unwrap()).unwrap();
+        info.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
+            .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Empties the server, as a Redis that lost its data would be.
     pub fn flush_all(&self) {
         let _: () = redis::cmd("FLUSHALL").query(&mut self.connection().unwrap()).unwrap();

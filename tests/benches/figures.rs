@@ -456,7 +456,7 @@ async fn message_costs() {
         let members: Vec<String> = (0..size).map(|k| format!("m{k}")).collect();
         let chunks: Vec<Vec<&str>> =
             members.chunks(500).map(|chunk| chunk.iter().map(String::as_str).collect()).collect();
-        let before = commands_run(&app);
+        let before = app.redis.commands_run();
         let started = Instant::now();
         for seq in 1..=messages {
             for chunk in &chunks {
@@ -465,7 +465,7 @@ async fn message_costs() {
             }
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
-        let commands = (commands_run(&app) - before) as f64 / messages as f64;
+        let commands = (app.redis.commands_run() - before) as f64 / messages as f64;
         if size == 2 {
             one_to_one = rate;
         }
@@ -476,17 +476,6 @@ async fn message_costs() {
             rate / one_to_one
         );
     }
-}
-
-/// Redis commands run so far, inside scripts included (every `cmdstat_`
-/// line of `INFO commandstats` but the scripts' own calls and `INFO`).
-fn commands_run(app: &App) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut app.redis.connection().unwrap()).unwrap();
-    info.lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_"))
-        .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
-        .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
-        .sum()
 }
 
 /// What verifying an identity provider's token costs a call: the badge at
