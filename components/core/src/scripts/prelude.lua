@@ -259,8 +259,12 @@ end
 -- `category`), with `preview`. A head lives `ttl` seconds past its last
 -- message or its last read by a list (previews.lua), so heads of
 -- conversations nobody lists any more go.
+local function encode_head(seq, score, category, preview)
+  return int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview
+end
+
 local function set_head(key, seq, score, category, preview, ttl)
-  redis.call('SET', key, int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview, 'EX', ttl)
+  redis.call('SET', key, encode_head(seq, score, category, preview), 'EX', ttl)
 end
 
 -- Recall previews at or below `seq` can no longer serve and go.
@@ -289,7 +293,7 @@ local function recall_preview(h, seq, preview, ttl)
   local head = get_head(h.head)
   local last = head and head.seq or 0
   if head and seq == last then
-    redis.call('SET', h.head, int(seq) .. ':' .. head.score .. ':' .. head.category .. ':' .. preview, 'KEEPTTL')
+    redis.call('SET', h.head, encode_head(seq, head.score, head.category, preview), 'KEEPTTL')
   elseif seq > last then
     redis.call('HSET', h.recalls, int(seq), preview)
     redis.call('EXPIRE', h.recalls, ttl)

@@ -1,10 +1,12 @@
 -- A message was recalled or deleted: for each member whose read cursor is
 -- below seq it stops counting (and mentioning). A recall that comes before
 -- its message's touch is kept and wins when the touch comes, and so does the
--- preview given with it (kept in the head). Where seq is the last message,
--- the preview (if given) replaces the recalled one, for every member. A
--- replay, or a message the member already read, changes nothing. Members the SQL store must answer
--- for are named in the reply, not written (see touch.lua).
+-- preview given with it (kept with the head). Where seq is the last message,
+-- the preview (if given) replaces the recalled one, for every member (in the
+-- head, and in a state an earlier layout wrote with its own preview). A
+-- replay, or a message the member already read, changes nothing. Members the
+-- SQL store must answer for are named in the reply, not written (see
+-- touch.lua).
 -- Reply: {dropped (members whose unread dropped), n, n users}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
@@ -24,6 +26,10 @@ local function recall_member(m)
   if seq > st.read and not has_mark(m, conv, 'r', seq) then
     redis.call('ZREM', m.marks, mark(conv, 'm', seq))
     add_mark(m, conv, st, 'r', seq)
+    changed = true
+  end
+  if preview ~= '' and st.legacy and st.last == seq and st.legacy ~= preview then
+    st.legacy = preview
     changed = true
   end
   if not changed then return false end
