@@ -55,13 +55,13 @@ impl UserKeys {
 
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
-pub const CONVERSATION_KEYS: [&str; 2] = ["head", "recalls"];
+pub const CONVERSATION_KEYS: [&str; 3] = ["head", "recalls", "recent"];
 
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
 /// many members list it; `recalls`, the previews recalls gave for messages
-/// not touched yet. The `head:` prefix keeps them apart from every user's
-/// keys.
+/// not touched yet; `recent`, the messages the head held before, for a few
+/// seconds. The `head:` prefix keeps them apart from every user's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationKeys {
     head: String,
@@ -88,9 +88,11 @@ impl ConversationKeys {
         }
     }
 
-    /// Appends only the conversation's `head` key.
-    pub fn encode_head(&self, call: &mut Call) {
-        call.key("head", self.head.clone());
+    /// Appends the conversation's keys named `names`, in that order.
+    pub fn encode_only(&self, call: &mut Call, names: &[&'static str]) {
+        for &name in names {
+            call.key(name, self.key(name));
+        }
     }
 }
 
@@ -181,6 +183,7 @@ mod tests {
         let keys = ConversationKeys::new("acme", "c:1");
         assert_eq!(keys.key("head"), "un:v2:head:{acme:c%3A1}");
         assert_eq!(keys.key("recalls"), "un:v2:head:{acme:c%3A1}:recalls");
+        assert_eq!(keys.key("recent"), "un:v2:head:{acme:c%3A1}:recent");
         assert_ne!(ConversationKeys::new("a:b", "c"), ConversationKeys::new("a", "b:c"));
         // A user named like the conversation has no key of the conversation's names.
         let (user, conversation) = (UserKeys::new("acme", "c"), ConversationKeys::new("acme", "c"));

@@ -47,6 +47,9 @@ async fn a_preview_is_stored_once_for_every_member() {
     assert!(ttl > 0 && ttl <= 90 * 24 * 3600, "a head goes when nobody lists it: {ttl}");
 }
 
+/// A member the app did not name in a newer message keeps their own last
+/// message: its preview while the conversation still holds it (its recent
+/// messages, seconds), then none. Never the newer message's.
 #[tokio::test]
 async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
     let app = App::start().await;
@@ -57,7 +60,41 @@ async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
     assert_eq!(app.row("acme", "u2", "c1").await.unwrap()["preview"], aside["preview"]);
     let u3 = app.row("acme", "u3", "c1").await.unwrap();
     assert_eq!((u3["last_seq"].as_u64(), u3["unread"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(u3["preview"]["text"], "message 1", "u3's own last message, from the head's recent ones");
+    // Recalled while still recent: the replacement shows there too.
+    let hidden = json!({"type": "recalled"});
+    assert_eq!(app.recall("acme", "c1", 1, &["u1", "u2", "u3"], Some(hidden.clone())).await.status, 200);
+    assert_eq!(app.row("acme", "u3", "c1").await.unwrap()["preview"], hidden);
+    // Once the recent messages are gone (seconds later), no preview at all.
+    let _: () =
+        redis::cmd("DEL").arg("un:v2:head:{acme:c1}:recent").query(&mut app.redis.connection().unwrap()).unwrap();
+    let u3 = app.row("acme", "u3", "c1").await.unwrap();
     assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
+}
+
+/// A page reads its rows, then their previews: a message that comes in
+/// between must not blank or mismatch a row's preview.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_between_a_pages_two_reads_keeps_every_preview_right() {
+    let app = std::sync::Arc::new(App::start().await);
+    app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
+    let writer = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            for seq in 2..=400 {
+                assert_eq!(app.touch(message("acme", "c1", seq, 1_000 + seq, "u1", &["u1", "u2"])).await.status, 200);
+            }
+        })
+    };
+    let mut pages = 0;
+    while !writer.is_finished() {
+        let page = app.list("acme", "u2", "").await.body;
+        let row = &page["conversations"][0];
+        assert_eq!(row["preview"]["text"], format!("message {}", row["last_seq"]), "{row}");
+        pages += 1;
+    }
+    writer.await.unwrap();
+    assert!(pages > 10, "the pages were read while messages came: {pages}");
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@ impl Script for Join<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.members.tenant, self.conversation).encode_head(call);
+        ConversationKeys::new(self.members.tenant, self.conversation).encode_only(call, &["head"]);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("max_conversations", self.max_conversations);

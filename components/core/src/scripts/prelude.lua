@@ -22,8 +22,11 @@
 --
 -- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
 -- message (seq, list score, category, preview); recalls, seq -> the preview a
--- recall gave for a message whose touch has not come yet. Previews live
--- there once per conversation, never in a user's state.
+-- recall gave for a message whose touch has not come yet; recent, the
+-- messages the head held before (`seq:preview`, newest first, a few, for
+-- seconds: a list page reads its rows, then their previews, and a message
+-- may come in between). Previews live there once per conversation, never in
+-- a user's state.
 --
 -- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
@@ -35,7 +38,7 @@
 -- goes back to Redis is formatted with int().
 
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta'}
-local CONVERSATION_KEYS = {'head', 'recalls'}
+local CONVERSATION_KEYS = {'head', 'recalls', 'recent'}
 
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
@@ -244,6 +247,12 @@ end
 -- conversation (the lowest seqs go first), so no caller grows them.
 local MAX_PENDING_PREVIEWS = 16
 
+-- The messages a head held before, kept for a list that read its rows just
+-- before the head moved on: this many, for this many seconds after the last
+-- message. Enough for the milliseconds between a page's two reads, whatever
+-- the conversation's pace.
+local RECENT_PREVIEWS, RECENT_SECONDS = 8, 10
+
 -- A conversation's head, `seq:score:category:preview` in one string (a
 -- string keeps a long preview compact, where a hash would turn into a
 -- table); nil if there is none.
@@ -279,6 +288,11 @@ end
 local function advance_head(h, seq, score, category, preview, ttl)
   local head = get_head(h.head)
   if head and seq <= head.seq then return false end
+  if head then
+    redis.call('LPUSH', h.recent, int(head.seq) .. ':' .. head.preview)
+    redis.call('LTRIM', h.recent, 0, RECENT_PREVIEWS - 1)
+    redis.call('EXPIRE', h.recent, RECENT_SECONDS)
+  end
   if redis.call('HLEN', h.recalls) > 0 then
     preview = redis.call('HGET', h.recalls, int(seq)) or preview
     prune_recalls(h.recalls, seq)
@@ -287,14 +301,34 @@ local function advance_head(h, seq, score, category, preview, ttl)
   return true
 end
 
+-- The preview of message `seq` if the head or its recent messages hold it;
+-- nil otherwise (and, with `replace`, replaced there).
+local function held_preview(h, seq, replace)
+  local head = get_head(h.head)
+  if not head or seq > head.seq then return nil end
+  if seq == head.seq then
+    if replace then redis.call('SET', h.head, encode_head(seq, head.score, head.category, replace), 'KEEPTTL') end
+    return head.preview
+  end
+  for i, item in ipairs(redis.call('LRANGE', h.recent, 0, -1)) do
+    local s, text = string.match(item, '^(%d+):(.*)$')
+    if tonumber(s) == seq then
+      if replace then redis.call('LSET', h.recent, i - 1, s .. ':' .. replace) end
+      return text
+    end
+  end
+  return nil
+end
+
 -- A recall's replacement preview for message `seq`: the head's preview if
--- it is the last message; kept for its touch if it is newer.
+-- it is the last message (and a recent one's if it was); kept for its touch
+-- if it is newer.
 local function recall_preview(h, seq, preview, ttl)
   local head = get_head(h.head)
   local last = head and head.seq or 0
-  if head and seq == last then
-    redis.call('SET', h.head, encode_head(seq, head.score, head.category, preview), 'KEEPTTL')
-  elseif seq > last then
+  if seq <= last then
+    held_preview(h, seq, preview)
+  else
     redis.call('HSET', h.recalls, int(seq), preview)
     redis.call('EXPIRE', h.recalls, ttl)
     local pending = {}
