@@ -264,14 +264,20 @@ local function get_head(key)
   return {seq = tonumber(seq), score = score, category = category, preview = preview}
 end
 
--- The conversation's last message is `seq` (list score `score`, in
--- `category`), with `preview`. A head lives `ttl` seconds past its last
--- message or its last read by a list (previews.lua), so heads of
--- conversations nobody lists any more go.
+-- The head's text, as `get_head` reads it.
 local function encode_head(seq, score, category, preview)
   return int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview
 end
 
+-- One of the head's recent messages, `seq:preview`.
+local function recent_item(seq, preview)
+  return int(seq) .. ':' .. preview
+end
+
+-- The conversation's last message is `seq` (list score `score`, in
+-- `category`), with `preview`. A head lives `ttl` seconds past its last
+-- message or its last read by a list (previews.lua), so heads of
+-- conversations nobody lists any more go.
 local function set_head(key, seq, score, category, preview, ttl)
   redis.call('SET', key, encode_head(seq, score, category, preview), 'EX', ttl)
 end
@@ -289,7 +295,7 @@ local function advance_head(h, seq, score, category, preview, ttl)
   local head = get_head(h.head)
   if head and seq <= head.seq then return false end
   if head then
-    redis.call('LPUSH', h.recent, int(head.seq) .. ':' .. head.preview)
+    redis.call('LPUSH', h.recent, recent_item(head.seq, head.preview))
     redis.call('LTRIM', h.recent, 0, RECENT_PREVIEWS - 1)
     redis.call('EXPIRE', h.recent, RECENT_SECONDS)
   end
@@ -301,10 +307,10 @@ local function advance_head(h, seq, score, category, preview, ttl)
   return true
 end
 
--- The preview of message `seq` if the head or its recent messages hold it;
--- nil otherwise (and, with `replace`, replaced there).
-local function held_preview(h, seq, replace)
-  local head = get_head(h.head)
+-- The preview of message `seq` if the head (as `get_head` read it) or its
+-- recent messages hold it; nil otherwise (and, with `replace`, replaced
+-- there).
+local function held_preview(h, head, seq, replace)
   if not head or seq > head.seq then return nil end
   if seq == head.seq then
     if replace then redis.call('SET', h.head, encode_head(seq, head.score, head.category, replace), 'KEEPTTL') end
@@ -313,7 +319,7 @@ local function held_preview(h, seq, replace)
   for i, item in ipairs(redis.call('LRANGE', h.recent, 0, -1)) do
     local s, text = string.match(item, '^(%d+):(.*)$')
     if tonumber(s) == seq then
-      if replace then redis.call('LSET', h.recent, i - 1, s .. ':' .. replace) end
+      if replace then redis.call('LSET', h.recent, i - 1, recent_item(seq, replace)) end
       return text
     end
   end
@@ -325,9 +331,8 @@ end
 -- if it is newer.
 local function recall_preview(h, seq, preview, ttl)
   local head = get_head(h.head)
-  local last = head and head.seq or 0
-  if seq <= last then
-    held_preview(h, seq, preview)
+  if head and seq <= head.seq then
+    held_preview(h, head, seq, preview)
   else
     redis.call('HSET', h.recalls, int(seq), preview)
     redis.call('EXPIRE', h.recalls, ttl)

@@ -10,7 +10,8 @@ local _, A, rows = declare {args = {'head_ttl'}, each = {keys = {'head', 'recent
 local ttl = tonumber(A.head_ttl)
 local out = {}
 for i, r in ipairs(rows) do
-  out[i] = held_preview(r, tonumber(r.last)) or ''
-  if redis.call('TTL', r.head) < ttl / 2 then redis.call('EXPIRE', r.head, ttl) end
+  local head = get_head(r.head)
+  out[i] = held_preview(r, head, tonumber(r.last)) or ''
+  if head and redis.call('TTL', r.head) < ttl / 2 then redis.call('EXPIRE', r.head, ttl) end
 end
 return out
