@@ -23,6 +23,11 @@
 //! exactly the model — repaired on read, before any reconcile. A reconcile
 //! at the end must find nothing to fix.
 //!
+//! On Redis Cluster (three primaries with a replica each) the same
+//! histories run while slots move between primaries (cache-only) and while
+//! a primary fails over to its replica (PostgreSQL): every answer in the
+//! middle of the move must be exactly the model or a clean 503.
+//!
 //! `UNREAD_HISTORY_OPS` sets the size (CI: 10 000 per variant);
 //! `UNREAD_HISTORY_SEED` the seed.
 
@@ -57,17 +62,38 @@ fn seed() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn history_without_sql() {
-    run(None).await;
+    run(None, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn history_on_mariadb_with_redis_killed() {
-    run(Some(Kind::MariaDb)).await;
+    run(Some(Kind::MariaDb), Some(Disruption::Kill)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn history_on_postgres_with_redis_killed() {
-    run(Some(Kind::Postgres)).await;
+    run(Some(Kind::Postgres), Some(Disruption::Kill)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_on_a_cluster_while_slots_move() {
+    run(None, Some(Disruption::Reshard)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_on_postgres_and_a_cluster_through_a_failover() {
+    run(Some(Kind::Postgres), Some(Disruption::Failover)).await;
+}
+
+/// What happens to Redis halfway through a history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Disruption {
+    /// `kill -9`, then a restart, empty (one Redis, with a SQL store).
+    Kill,
+    /// A third of the slots move from one primary to another (cluster).
+    Reshard,
+    /// A primary fails over to its replica (cluster).
+    Failover,
 }
 
 /// What the run shares across clients.
@@ -77,10 +103,14 @@ struct Shared {
     app: App,
     store: Option<MessageStore>,
     ops: AtomicUsize,
-    kill_at: Option<usize>,
+    /// When and what happens to Redis.
+    disruption: Option<(usize, Disruption)>,
     /// Redis is down (between the kill and the restart).
     down: AtomicBool,
-    killed: AtomicBool,
+    /// The disruption happened (the reshard or failover has begun).
+    disrupted: AtomicBool,
+    /// A reshard or failover under way, waited for at the end.
+    moving: Mutex<Option<tokio::task::JoinHandle<()>>>,
     counts: Mutex<HashMap<&'static str, usize>>,
 }
 
@@ -92,7 +122,7 @@ impl Shared {
     }
 }
 
-async fn run(kind: Option<Kind>) {
+async fn run(kind: Option<Kind>, disruption: Option<Disruption>) {
     let total = ops();
     let store = match kind {
         Some(kind) => Some(MessageStore::create(kind).await),
@@ -102,17 +132,26 @@ async fn run(kind: Option<Kind>) {
         max_conversations: MAX_CONVERSATIONS as u32,
         sql_url: store.as_ref().map(|s| s.url.clone()),
         variables: vec![("max_pins", MAX_PINS.to_string())],
+        cluster: matches!(disruption, Some(Disruption::Reshard | Disruption::Failover)),
         ..Setup::default()
     })
     .await;
     let shared = Arc::new(Shared {
-        label: kind.map_or("cache".to_string(), |k| format!("{k:?}")),
+        label: format!(
+            "{}{}",
+            kind.map_or("cache".to_string(), |k| format!("{k:?}")),
+            match disruption {
+                Some(Disruption::Reshard | Disruption::Failover) => "-cluster",
+                _ => "",
+            }
+        ),
         app,
         store,
         ops: AtomicUsize::new(0),
-        kill_at: kind.map(|_| total / 2),
+        disruption: disruption.map(|d| (total / 2, d)),
         down: AtomicBool::new(false),
-        killed: AtomicBool::new(false),
+        disrupted: AtomicBool::new(false),
+        moving: Mutex::new(None),
         counts: Mutex::new(HashMap::new()),
     });
     let clients: Vec<_> = (0..CLIENTS)
@@ -130,12 +169,24 @@ async fn run(kind: Option<Kind>) {
     for client in clients {
         client.await.unwrap();
     }
+    let moving = shared.moving.lock().unwrap().take();
+    if let Some(moving) = moving {
+        moving.await.unwrap();
+    }
     let counts = shared.counts.lock().unwrap().clone();
     let mut counts: Vec<_> = counts.into_iter().collect();
     counts.sort();
-    println!("history {kind:?}: {} ops: {counts:?}", shared.ops.load(SeqCst));
+    println!("history {kind:?} {disruption:?}: {} ops: {counts:?}", shared.ops.load(SeqCst));
+    if disruption.is_some() {
+        assert!(shared.disrupted.load(SeqCst), "the disruption happened");
+    }
+    if let Some(cluster) = &shared.app.cluster {
+        let count = |code: &str| -> u64 { cluster.nodes.iter().map(|node| node.errors(code)).sum() };
+        let (moved, ask, again) = (count("MOVED"), count("ASK"), count("TRYAGAIN"));
+        println!("history on a cluster: MOVED {moved}, ASK {ask}, TRYAGAIN {again}");
+        assert!(moved > 0, "the app was never redirected: nothing moved under it");
+    }
     if kind.is_some() {
-        assert!(shared.killed.load(SeqCst), "Redis was killed");
         for client in 0..CLIENTS {
             let report = shared.app.reconcile_all(&tenant(client)).await;
             assert_eq!((report["drifted"].as_u64(), report["max_drift"].as_u64()), (Some(0), Some(0)), "{report}");
@@ -409,14 +460,32 @@ impl World {
 
     async fn step(&mut self) {
         let n = self.shared.ops.fetch_add(1, SeqCst);
-        if self.shared.kill_at == Some(n) {
-            self.trace(|| "kill".to_string());
-            self.shared.down.store(true, SeqCst);
-            self.shared.app.redis.kill();
-            self.shared.killed.store(true, SeqCst);
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            self.shared.app.redis.restart();
-            self.shared.down.store(false, SeqCst);
+        match self.shared.disruption {
+            Some((at, Disruption::Kill)) if at == n => {
+                self.trace(|| "kill".to_string());
+                self.shared.down.store(true, SeqCst);
+                self.shared.app.redis.kill();
+                self.shared.disrupted.store(true, SeqCst);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                self.shared.app.redis.restart();
+                self.shared.down.store(false, SeqCst);
+            }
+            // The cluster stays up: this client and the others go on while
+            // the slots move or the primary fails over.
+            Some((at, disruption)) if at == n => {
+                self.trace(|| format!("{disruption:?}"));
+                self.shared.disrupted.store(true, SeqCst);
+                let shared = self.shared.clone();
+                *self.shared.moving.lock().unwrap() = Some(tokio::task::spawn_blocking(move || {
+                    let cluster = shared.app.cluster.as_ref().unwrap();
+                    let primaries = cluster.primaries();
+                    match disruption {
+                        Disruption::Reshard => cluster.reshard(primaries[0], primaries[1], 5461),
+                        _ => cluster.fail_over(primaries[2]),
+                    }
+                }));
+            }
+            _ => {}
         }
         if !self.retry.is_empty() && !self.shared.down.load(SeqCst) {
             self.send_again().await;
@@ -947,9 +1016,12 @@ impl World {
 
 /// A tenant's change events; a subscription a Redis restart broke is taken
 /// up again (what was published meanwhile is lost, as for any subscriber).
+/// On a cluster every node passes what it publishes on to the others, in
+/// order: an end mark published on every node, once received from all,
+/// follows every event published before it.
 struct Events {
     subscription: redis::Connection,
-    publisher: redis::Connection,
+    publishers: Vec<redis::Connection>,
     channel: String,
 }
 
@@ -959,20 +1031,31 @@ impl Events {
         let mut subscription = shared.app.redis.connection().ok()?;
         redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).ok()?;
         subscription.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        Some(Events { subscription, publisher: shared.app.redis.connection().ok()?, channel })
+        let publishers = match &shared.app.cluster {
+            Some(cluster) => cluster.nodes.iter().map(|node| node.connection().ok()).collect::<Option<Vec<_>>>()?,
+            None => vec![shared.app.redis.connection().ok()?],
+        };
+        Some(Events { subscription, publishers, channel })
     }
 
     /// The events published since the last call; None if the subscription broke.
     fn take(&mut self) -> Option<Vec<Value>> {
-        redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(&mut self.publisher).ok()?;
-        let mut events = Vec::new();
+        for publisher in &mut self.publishers {
+            redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(publisher).ok()?;
+        }
+        let (mut events, mut ends) = (Vec::new(), 0);
         loop {
             let parts = match self.subscription.recv_response().ok()? {
                 redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
                 _ => return None,
             };
             match parts.last() {
-                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => return Some(events),
+                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => {
+                    ends += 1;
+                    if ends == self.publishers.len() {
+                        return Some(events);
+                    }
+                }
                 Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).ok()?),
                 _ => return None,
             }

@@ -2,6 +2,7 @@
 
 mod auth;
 mod chat;
+mod cluster;
 mod concurrency;
 mod cors;
 mod counting;

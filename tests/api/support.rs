@@ -34,6 +34,11 @@ pub struct RedisServer {
     /// The port it listens on (kept across restarts).
     pub port: u16,
     password: String,
+    /// A Redis Cluster node (see [`RedisCluster`]).
+    cluster: bool,
+    /// On the node `redis_url` names: the ports of every node of its
+    /// cluster, so that looking at what the app stored sees all of it.
+    peers: std::sync::Mutex<Vec<u16>>,
 }
 
 impl RedisServer {
@@ -45,9 +50,15 @@ impl RedisServer {
     /// Starts an empty server on a free port that takes `password`. A port
     /// another test's server took meanwhile is given up for another.
     pub fn with_password(password: &str) -> Self {
+        RedisServer::new(password, false)
+    }
+
+    fn new(password: &str, cluster: bool) -> Self {
         for _ in 0..20 {
             let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let server = RedisServer { child: std::sync::Mutex::new(None), port, password: password.to_string() };
+            let password = password.to_string();
+            let peers = std::sync::Mutex::new(Vec::new());
+            let server = RedisServer { child: std::sync::Mutex::new(None), port, password, cluster, peers };
             if server.started() {
                 return server;
             }
@@ -64,9 +75,16 @@ impl RedisServer {
     /// (by its process id), and not another test's that took the port.
     fn started(&self) -> bool {
         let port = self.port.to_string();
+        // A directory of its own, emptied: a replica's full sync writes an
+        // RDB file there, which a server started in the same place would load.
+        let dir = self.dir();
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--requirepass", &self.password])
+            .args(["--dir", dir.to_str().unwrap()])
+            .args(["--requirepass", &self.password, "--masterauth", &self.password])
+            .args(self.cluster_args())
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed");
@@ -93,6 +111,36 @@ impl RedisServer {
         }
         self.kill();
         false
+    }
+
+    /// The server's working directory.
+    fn dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("unread-redis-{}-{}", std::process::id(), self.port))
+    }
+
+    /// A cluster node's options: its node file (in its emptied directory);
+    /// a short node timeout so that a failover happens within a test.
+    fn cluster_args(&self) -> Vec<&'static str> {
+        if !self.cluster {
+            return Vec::new();
+        }
+        vec!["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]
+    }
+
+    /// Runs a command on this server.
+    pub fn command<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut command = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            command.arg(*arg);
+        }
+        command.query(&mut self.connection().unwrap()).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// How many `code` errors (`MOVED`, `ASK`, ...) the server answered.
+    pub fn errors(&self, code: &str) -> u64 {
+        let info: String = self.command(&["INFO", "errorstats"]);
+        let prefix = format!("errorstat_{code}:count=");
+        info.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0, |n| n.trim().parse().unwrap())
     }
 
     /// `kill -9`: everything it held is gone.
@@ -138,7 +186,10 @@ impl RedisServer {
     /// (`un:v2:dataset`, written on the app's first connection) is no user's
     /// state and is left out; lost.rs tests it.
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.connection().unwrap()).unwrap();
+        let mut keys: Vec<String> = Vec::new();
+        for mut connection in self.primaries() {
+            keys.extend(redis::cmd("KEYS").arg("*").query::<Vec<String>>(&mut connection).unwrap());
+        }
         keys.retain(|key| key != DATASET_KEY);
         keys.sort();
         keys
@@ -147,31 +198,191 @@ impl RedisServer {
     /// Redis commands run so far, inside scripts included (every `cmdstat_`
     /// line of `INFO commandstats` but the scripts' own calls and `INFO`).
     pub fn commands_run(&self) -> u64 {
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.connection().unwrap()).unwrap();
-        info.lines()
-            .filter_map(|line| line.strip_prefix("cmdstat_"))
-            .filter(|line| !["info:", "evalsha:", "eval:"].iter().any(|skip| line.starts_with(skip)))
-            .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
-            .sum()
+        let mut total = 0;
+        for mut connection in self.primaries() {
+            let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
+            total += info
+                .lines()
+                .filter_map(|line| line.strip_prefix("cmdstat_"))
+                .filter(|line| {
+                    !["info:", "evalsha:", "eval:", "cluster:", "asking:"].iter().any(|skip| line.starts_with(skip))
+                })
+                .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        total
     }
 
-    /// Empties the server, as a Redis that lost its data would be.
+    /// Empties the server (on a cluster, every primary), as a Redis that
+    /// lost its data would be.
     pub fn flush_all(&self) {
-        let _: () = redis::cmd("FLUSHALL").query(&mut self.connection().unwrap()).unwrap();
+        for mut connection in self.primaries() {
+            let _: () = redis::cmd("FLUSHALL").query(&mut connection).unwrap();
+        }
+    }
+
+    /// Connections to the servers that hold data: this one, or on a cluster
+    /// every primary.
+    fn primaries(&self) -> Vec<redis::Connection> {
+        let peers = self.peers.lock().unwrap().clone();
+        if peers.is_empty() {
+            return vec![self.connection().unwrap()];
+        }
+        peers
+            .into_iter()
+            .filter_map(|port| {
+                let url = format!("redis://:{}@127.0.0.1:{port}", self.password);
+                let mut connection = redis::Client::open(url).ok()?.get_connection().ok()?;
+                let role: String = redis::cmd("INFO").arg("replication").query(&mut connection).ok()?;
+                role.contains("role:master").then_some(connection)
+            })
+            .collect()
+    }
+}
+
+/// A Redis Cluster of this test's own on loopback: three primaries, each
+/// with a replica, every node with the tests' password.
+pub struct RedisCluster {
+    /// The nodes; the app's `redis_url` names the first.
+    pub nodes: Vec<std::sync::Arc<RedisServer>>,
+}
+
+impl RedisCluster {
+    /// Starts six nodes and makes them a cluster (`redis-cli --cluster
+    /// create`), then waits until every node sees every slot served and
+    /// every replica in sync.
+    pub fn start() -> Self {
+        let nodes: Vec<std::sync::Arc<RedisServer>> =
+            (0..6).map(|_| std::sync::Arc::new(RedisServer::new(REDIS_PASSWORD, true))).collect();
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let created = Command::new("redis-cli")
+            .args(["-a", REDIS_PASSWORD, "--no-auth-warning", "--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be installed");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&created.stdout),
+            String::from_utf8_lossy(&created.stderr)
+        );
+        *nodes[0].peers.lock().unwrap() = nodes.iter().map(|node| node.port).collect();
+        let cluster = RedisCluster { nodes };
+        cluster.wait_until_settled();
+        cluster
+    }
+
+    /// Waits until every node says the cluster is ok, knows all six nodes,
+    /// and every replica's link to its primary is up.
+    pub fn wait_until_settled(&self) {
+        for _ in 0..600 {
+            let settled = self.nodes.iter().all(|node| {
+                let Ok(mut connection) = node.connection() else { return false };
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut connection).unwrap_or_default();
+                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut connection).unwrap_or_default();
+                let replication: String =
+                    redis::cmd("INFO").arg("replication").query(&mut connection).unwrap_or_default();
+                info.contains("cluster_state:ok")
+                    && nodes.lines().filter(|l| !l.contains("fail")).count() == 6
+                    && !nodes.contains("handshake")
+                    && (replication.contains("role:master") || replication.contains("master_link_status:up"))
+            });
+            if settled {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster did not settle");
+    }
+
+    /// The primaries, by the slots they serve now.
+    pub fn primaries(&self) -> Vec<&std::sync::Arc<RedisServer>> {
+        let nodes: String = self.nodes[0].command(&["CLUSTER", "NODES"]);
+        self.nodes
+            .iter()
+            .filter(|node| {
+                nodes.lines().any(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    fields[1].starts_with(&format!("127.0.0.1:{}@", node.port))
+                        && fields[2].contains("master")
+                        && fields.len() > 8
+                })
+            })
+            .collect()
+    }
+
+    /// A node's cluster id.
+    pub fn id(&self, node: &RedisServer) -> String {
+        node.command(&["CLUSTER", "MYID"])
+    }
+
+    /// Every key of users' state on every primary, sorted (as
+    /// [`RedisServer::keys`]).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.primaries().iter().flat_map(|node| node.keys()).collect();
+        keys.sort();
+        keys
+    }
+
+    /// Moves `slots` slots from one primary to another while the app runs
+    /// (`redis-cli --cluster reshard`).
+    pub fn reshard(&self, from: &RedisServer, to: &RedisServer, slots: u32) {
+        let status = Command::new("redis-cli")
+            .args(["-a", REDIS_PASSWORD, "--no-auth-warning", "--cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.nodes[0].port))
+            .args(["--cluster-from", &self.id(from), "--cluster-to", &self.id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes", "--cluster-pipeline", "10"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "redis-cli --cluster reshard failed");
+    }
+
+    /// Fails `primary` over to its replica (`CLUSTER FAILOVER` on the
+    /// replica: the primary stops taking writes, the replica catches up,
+    /// then takes over), and waits until the cluster settles.
+    pub fn fail_over(&self, primary: &RedisServer) {
+        let id = self.id(primary);
+        let replica = self
+            .nodes
+            .iter()
+            .find(|node| {
+                let info: String = node.command(&["INFO", "replication"]);
+                info.contains("role:slave") && {
+                    let nodes: String = node.command(&["CLUSTER", "NODES"]);
+                    nodes.lines().any(|l| l.contains("myself") && l.contains(&id))
+                }
+            })
+            .expect("the primary has a replica");
+        let _: () = replica.command(&["CLUSTER", "FAILOVER"]);
+        for _ in 0..600 {
+            let info: String = replica.command(&["INFO", "replication"]);
+            if info.contains("role:master") {
+                self.wait_until_settled();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the failover did not happen");
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(self.dir());
     }
 }
 
 /// The app as a client sees it, served by the host against its own Redis.
 pub struct App {
     host: Option<RunningHost>,
-    /// The app's Redis.
-    pub redis: RedisServer,
+    /// The app's Redis (on a cluster, the node `redis_url` names).
+    pub redis: std::sync::Arc<RedisServer>,
+    /// The cluster, when the app runs on one.
+    pub cluster: Option<RedisCluster>,
     http: reqwest::Client,
     base: String,
 }
@@ -189,6 +400,8 @@ pub struct Setup {
     pub tcp_nodelay: bool,
     /// Serve only these components (`--component-id`); empty: all.
     pub components: Vec<String>,
+    /// Redis Cluster (three primaries, three replicas) instead of one server.
+    pub cluster: bool,
 }
 
 impl Default for Setup {
@@ -200,6 +413,8 @@ impl Default for Setup {
             variables: Vec::new(),
             tcp_nodelay: false,
             components: Vec::new(),
+            // UNREAD_TEST_REDIS=cluster: every test on a cluster.
+            cluster: std::env::var("UNREAD_TEST_REDIS").is_ok_and(|v| v == "cluster"),
         }
     }
 }
@@ -253,10 +468,19 @@ impl App {
 
     /// Starts Redis and the host with `setup`.
     pub async fn with(setup: Setup) -> Self {
-        let redis = RedisServer::start();
+        let cluster = setup.cluster.then(RedisCluster::start);
+        let redis = match &cluster {
+            Some(cluster) => cluster.nodes[0].clone(),
+            None => std::sync::Arc::new(RedisServer::start()),
+        };
         let mut variables = HashMap::from([
             ("redis_url".to_string(), redis.url()),
             ("redis_host".to_string(), redis.host()),
+            ("redis_cluster".to_string(), setup.cluster.to_string()),
+            (
+                "redis_cluster_hosts".to_string(),
+                if setup.cluster { "redis://127.0.0.1:*".into() } else { String::new() },
+            ),
             ("jwt_secret".to_string(), JWT_SECRET.to_string()),
             ("service_token".to_string(), SERVICE_TOKEN.to_string()),
             ("admin_token".to_string(), ADMIN_TOKEN.to_string()),
@@ -276,7 +500,7 @@ impl App {
         .await
         .expect("the host starts");
         let base = format!("http://{}", host.local_addr());
-        App { host: Some(host), redis, http: reqwest::Client::new(), base }
+        App { host: Some(host), redis, cluster, http: reqwest::Client::new(), base }
     }
 
     /// Where the host serves: `http://127.0.0.1:<port>`.
@@ -551,35 +775,39 @@ impl RedisServer {
     }
 
     fn key_space_matching(&self, pattern: &str) -> KeySpace {
-        let mut connection = self.connection().unwrap();
-        let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut connection).unwrap();
         let mut space = KeySpace::new();
+        for mut connection in self.primaries() {
+            self.key_space_on(&mut connection, pattern, &mut space);
+        }
+        space
+    }
+
+    fn key_space_on(&self, connection: &mut redis::Connection, pattern: &str, space: &mut KeySpace) {
+        let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(connection).unwrap();
         for key in keys.into_iter().filter(|key| key != DATASET_KEY) {
-            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut connection).unwrap();
+            let kind: String = redis::cmd("TYPE").arg(&key).query(connection).unwrap();
             let text = |bytes: Vec<u8>| Value::String(String::from_utf8_lossy(&bytes).into_owned());
             let value = match kind.as_str() {
-                "string" => text(redis::cmd("GET").arg(&key).query(&mut connection).unwrap()),
+                "string" => text(redis::cmd("GET").arg(&key).query(connection).unwrap()),
                 "hash" => {
-                    let pairs: Vec<(Vec<u8>, Vec<u8>)> =
-                        redis::cmd("HGETALL").arg(&key).query(&mut connection).unwrap();
+                    let pairs: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL").arg(&key).query(connection).unwrap();
                     let mut pairs: Vec<Value> = pairs.into_iter().map(|(f, v)| json!([text(f), text(v)])).collect();
                     pairs.sort_by_key(|p| p.to_string());
                     Value::Array(pairs)
                 }
                 "zset" => {
                     let members: Vec<(Vec<u8>, String)> =
-                        redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES").query(&mut connection).unwrap();
+                        redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES").query(connection).unwrap();
                     Value::Array(members.into_iter().map(|(m, s)| json!([text(m), s])).collect())
                 }
                 "list" => {
-                    let items: Vec<Vec<u8>> =
-                        redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(&mut connection).unwrap();
+                    let items: Vec<Vec<u8>> = redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(connection).unwrap();
                     Value::Array(items.into_iter().map(text).collect())
                 }
                 "set" => {
                     let mut items: Vec<String> = redis::cmd("SMEMBERS")
                         .arg(&key)
-                        .query::<Vec<Vec<u8>>>(&mut connection)
+                        .query::<Vec<Vec<u8>>>(connection)
                         .unwrap()
                         .into_iter()
                         .map(|m| String::from_utf8_lossy(&m).into_owned())
@@ -589,13 +817,12 @@ impl RedisServer {
                 }
                 _ => Value::Null, // other types: compared by DUMP alone
             };
-            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut connection).unwrap();
-            let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut connection).unwrap();
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(connection).unwrap();
+            let pttl: i64 = redis::cmd("PTTL").arg(&key).query(connection).unwrap();
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
             let expires_at = u128::try_from(pttl).ok().map(|left| now + left);
             space.insert(key, StoredKey { kind, value, dump, expires_at });
         }
-        space
     }
 }
 
@@ -662,7 +889,10 @@ pub fn escaped(id: &str) -> String {
 /// A tenant's change events, as a push gateway sees them.
 pub struct Events {
     subscription: redis::Connection,
-    publisher: redis::Connection,
+    /// One per node: on a cluster every node passes what it publishes on to
+    /// the others, in order, so a marker published on each, once all have
+    /// arrived, follows every event published before it.
+    publishers: Vec<redis::Connection>,
     channel: String,
 }
 
@@ -675,21 +905,36 @@ impl Events {
         let mut subscription = app.redis.connection().unwrap();
         redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).unwrap();
         subscription.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Events { subscription, publisher: app.redis.connection().unwrap(), channel }
+        let publishers = match &app.cluster {
+            Some(cluster) => cluster.nodes.iter().map(|node| node.connection().unwrap()).collect(),
+            None => vec![app.redis.connection().unwrap()],
+        };
+        let mut events = Events { subscription, publishers, channel };
+        // On a cluster, what was published before the subscription may still
+        // be on its way from another node: it is not what comes after.
+        events.take();
+        events
     }
 
     /// Every event published so far: a marker is published after them, and
     /// everything up to it is read (the scripts publish before answering).
     pub fn take(&mut self) -> Vec<Value> {
-        redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(&mut self.publisher).unwrap();
-        let mut events = Vec::new();
+        for publisher in &mut self.publishers {
+            redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(publisher).unwrap();
+        }
+        let (mut events, mut ends) = (Vec::new(), 0);
         loop {
             let parts = match self.subscription.recv_response().unwrap() {
                 redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
                 other => panic!("not a message: {other:?}"),
             };
             match parts.last() {
-                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => return events,
+                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => {
+                    ends += 1;
+                    if ends == self.publishers.len() {
+                        return events;
+                    }
+                }
                 Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).unwrap()),
                 other => panic!("not a message: {other:?}"),
             }

@@ -366,6 +366,7 @@ async fn main() {
     message_costs().await;
     token_costs().await;
     nodelay_comparison().await;
+    cluster_comparison().await;
     println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
 }
 
@@ -553,6 +554,58 @@ async fn nodelay_comparison() {
             }
             println!("{name:<28} {clients:>8}           {} |          {}", cells[0], cells[1]);
         }
+    }
+}
+
+/// The same calls against one Redis and against a Redis Cluster of three
+/// primaries (each with a replica) on this machine, 16 clients, in turns:
+/// rps of each and their ratio. A touch of a group is split by the members'
+/// slots (and checked for a category conflict first), so it sends more
+/// scripts on a cluster; the reads stay one script per round.
+async fn cluster_comparison() {
+    println!("\n== Redis Cluster (3 primaries + 3 replicas, same machine) against one Redis, 16 clients");
+    println!("call                          one redis rps  p99 ms | cluster rps  p99 ms | cluster/one");
+    let mut apps = Vec::new();
+    for cluster in [false, true] {
+        let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
+        let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
+        apps.push(app);
+    }
+    // Each turn sends new messages (a later round), as a live app does.
+    let turn_calls = |turn: u64| -> Vec<(&'static str, Call)> {
+        let base = turn * 100_000;
+        let one_to_one = call(move |app, i| async move {
+            let (a, b) = (format!("u{}", i % USERS), format!("u{}", (i + 1) % USERS));
+            let seq = base + 1 + (i / USERS) as u64;
+            app.touch(message("bench", &format!("d{}", i % USERS), seq, 1_764_460_800_000 + seq, &a, &[&a, &b])).await
+        });
+        let mut wanted: Vec<(&str, Call)> = vec![("touch (one-to-one)", one_to_one)];
+        for (name, _, request) in calls(10 + turn) {
+            if ["touch (group of 20)", "mark-read", "list (20 per page)", "badge"].contains(&name) {
+                wanted.push((name, request));
+            }
+        }
+        wanted
+    };
+    let names: Vec<&str> = turn_calls(0).into_iter().map(|(name, _)| name).collect();
+    for (index, name) in names.into_iter().enumerate() {
+        let mut runs = Vec::new();
+        // Alternate, twice each, so that neither side gets the quieter moment.
+        for turn in 0..4 {
+            let request = turn_calls(turn as u64).swap_remove(index).1;
+            let (run, _) = phase(&apps[turn % 2], 16, 1_000, &request).await;
+            runs.push(run);
+        }
+        let rps = |side: usize| (runs[side].rps() + runs[side + 2].rps()) / 2.0;
+        let p99 = |side: usize| runs[side].ms(0.99).max(runs[side + 2].ms(0.99));
+        println!(
+            "{name:<28} {:>13.0} {:>7.2} | {:>11.0} {:>7.2} | {:>11.2}",
+            rps(0),
+            p99(0),
+            rps(1),
+            p99(1),
+            rps(1) / rps(0)
+        );
     }
 }
 

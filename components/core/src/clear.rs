@@ -11,7 +11,7 @@
 
 use crate::bindings::unread::core::types::{ClearReport, Error, UserScope};
 use crate::config::Limits;
-use crate::scripts::{CategoryInventory, ClearCategory, Clearing, Inventory, Members, WalkUsers};
+use crate::scripts::{CategoryInventory, ClearCategory, Clearing, Inventory, Members};
 use crate::{reconcile, redis, sql};
 
 /// Users per Redis script.
@@ -113,9 +113,6 @@ async fn walk(
         return reconcile::walk_members(url, tenant, after).await;
     }
     let cursor = after.unwrap_or_else(|| "0".into());
-    if cursor.is_empty() || !cursor.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Error::Invalid("cursor is not one this service issued".into()));
-    }
-    let (next, users) = redis::run(&WalkUsers { tenant, cursor: &cursor, wanted: reconcile::WALK_BATCH }).await?;
+    let (next, users) = redis::walk_users(tenant, &cursor, reconcile::WALK_BATCH).await?;
     Ok((users, Some(next).filter(|c| c != "0")))
 }

@@ -53,6 +53,25 @@ impl UserKeys {
     }
 }
 
+/// Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of its hash tag (the
+/// text between the first `{` and the next `}`, if not empty) or of the
+/// whole key, modulo 16384.
+pub fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc & 0x3FFF
+}
+
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
 pub const CONVERSATION_KEYS: [&str; 3] = ["head", "recalls", "recent"];

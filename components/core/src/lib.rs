@@ -9,6 +9,7 @@
 
 mod cached;
 mod clear;
+mod cluster;
 mod config;
 mod dataset;
 mod degraded;
@@ -28,7 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, Recall, Role, Touch, Touched,
+    Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, ReadHead, Recall, Role, Touch,
+    Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -82,7 +84,7 @@ impl Guest for Core {
             record_in_truth(url, &message).await?;
             members.retain(|(user, _)| in_view.contains(user));
         }
-        let touch = Touch {
+        let mut touch = Touch {
             tenant: &message.tenant,
             conversation: &message.conversation,
             seq: message.seq,
@@ -94,7 +96,17 @@ impl Guest for Core {
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
             members,
+            check_only: false,
         };
+        if redis::is_cluster().await? {
+            // The parts of a touch on a cluster cannot refuse together: all
+            // are checked before any writes.
+            touch.check_only = true;
+            if let Touched::Conflict { user, category } = redis::run(&touch).await? {
+                return Err(category_conflict(&format!("for member {user:?}"), &category));
+            }
+            touch.check_only = false;
+        }
         match redis::run(&touch).await? {
             Touched::Conflict { user, category } => Err(category_conflict(&format!("for member {user:?}"), &category)),
             Touched::Done { applied, unanswered } => {
@@ -208,7 +220,13 @@ impl Guest for Core {
             let rebuilt = reconcile::check(url, &tenant, &users, limits).await?;
             return Ok(rebuilt.iter().filter(|r| r.drifted).count() as u32);
         }
+        // On a cluster, the members outside the head's slot take it from here.
+        let head = match redis::is_cluster().await? {
+            true => redis::run(&ReadHead { tenant: &tenant, conversation: &conversation }).await?,
+            false => String::new(),
+        };
         let join = Join {
+            head: &head,
             conversation: &conversation,
             seq,
             max_conversations: limits.max_conversations,

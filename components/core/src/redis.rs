@@ -10,10 +10,12 @@ use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResu
 use crate::Error;
 use crate::cached::{Slot, with_connection, within};
 use crate::script::{Call, Lua, Reply, Script};
-use crate::scripts::ForgetLoaded;
-use crate::{dataset, sql};
+use crate::scripts::{ForgetLoaded, WalkUsers};
+use crate::{cluster, dataset, sql};
 
 thread_local! {
+    /// Whether Redis is a cluster; unknown until first read.
+    static CLUSTER: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     static CONNECTION: Slot<Connection> = const { Slot::new(None) };
     /// The health check's own connection (see [`run_unmarked`]).
     static UNMARKED: Slot<Connection> = const { Slot::new(None) };
@@ -22,6 +24,9 @@ thread_local! {
 /// Runs `script`: its keys and arguments as it encodes them, its reply as it
 /// decodes it.
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    if is_cluster().await? {
+        return run_on_cluster(script).await;
+    }
     if !dataset::due() {
         return run_on(&CONNECTION, open, script).await;
     }
@@ -39,7 +44,89 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
 /// health check), so that a SQL store that hangs is not reported as Redis
 /// being down.
 pub async fn run_unmarked<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    if is_cluster().await? {
+        return cluster::run(script).await;
+    }
     run_on(&UNMARKED, connect, script).await
+}
+
+/// Whether Redis is a cluster (`redis_cluster`), read once per instance.
+pub async fn is_cluster() -> Result<bool, Error> {
+    if let Some(known) = CLUSTER.get() {
+        return Ok(known);
+    }
+    let cluster = match crate::config::text("redis_cluster").await?.as_deref().map(str::trim) {
+        None | Some("" | "false") => false,
+        Some("true") => true,
+        Some(other) => {
+            let message = format!("variable redis_cluster must be true or false, not {other:?}");
+            eprintln!("unread: error: {message}");
+            return Err(Error::Unavailable(message));
+        }
+    };
+    CLUSTER.set(Some(cluster));
+    Ok(cluster)
+}
+
+/// [`run`] on Redis Cluster. An instance that has no slot map yet (or lost
+/// it to a failure) first does what opening a connection does standalone.
+async fn run_on_cluster<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    if cluster::unopened() {
+        cluster::map().await?;
+        match sql::configured().await {
+            Ok(Some(url)) => forget_stale_on_cluster(&url).await?,
+            Ok(None) => dataset::saw(cluster::run(&dataset::check()).await?),
+            Err(_) => {}
+        }
+    }
+    if !dataset::due() {
+        return cluster::run(script).await;
+    }
+    let check = dataset::check();
+    let (answer, record) = crate::both(cluster::run(script), cluster::run(&check)).await;
+    if let Ok(record) = record {
+        dataset::saw(record);
+    }
+    answer
+}
+
+/// The users of `tenant` that have state in Redis, a batch after `cursor`
+/// ('0': from the start); the next cursor, '0' when the walk is done. On
+/// Redis Cluster the walk goes through every primary in turn (the cursor
+/// is `<primary>.<SCAN cursor>`); a slot that moves during a walk may be
+/// seen twice or not at all, which a walk (reconcile, clear-category) that
+/// is run again makes up for.
+pub async fn walk_users(tenant: &str, cursor: &str, wanted: u32) -> Result<(String, Vec<String>), Error> {
+    let refused = || Error::Invalid("cursor is not one this service issued".into());
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !is_cluster().await? {
+        if !digits(cursor) {
+            return Err(refused());
+        }
+        return run(&WalkUsers { tenant, cursor, wanted }).await;
+    }
+    let (primary, scan) = if cursor == "0" { ("0", "0") } else { cursor.split_once('.').ok_or_else(refused)? };
+    if !digits(primary) || !digits(scan) {
+        return Err(refused());
+    }
+    let (mut primary, mut scan): (usize, String) = (primary.parse().map_err(|_| refused())?, scan.to_string());
+    let mut users = Vec::new();
+    // A primary walked to its end goes on to the next one in the same call,
+    // so that a small tenant is walked in one call, as on one Redis.
+    let next = loop {
+        let walk = WalkUsers { tenant, cursor: &scan, wanted: wanted.saturating_sub(users.len() as u32).max(1) };
+        let ((next, found), primaries) = cluster::run_on_primary(&walk, primary).await?;
+        users.extend(found);
+        match (next.as_str(), primary + 1 < primaries) {
+            ("0", false) => break "0".to_string(),
+            ("0", true) => (primary, scan) = (primary + 1, "0".to_string()),
+            (more, _) => scan = more.to_string(),
+        }
+        if users.len() >= wanted as usize {
+            break format!("{primary}.{scan}");
+        }
+    };
+    Ok((next, users))
 }
 
 async fn run_on<S, Open, OpenFut>(
@@ -84,7 +171,11 @@ fn params(call: Call) -> Vec<RedisParameter> {
 
 /// `EVALSHA`, then `EVAL` once if Redis does not know the script (after a
 /// restart or `SCRIPT FLUSH`); `EVAL` caches it for the next call.
-async fn eval(connection: &Connection, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, RedisError> {
+pub(crate) async fn eval(
+    connection: &Connection,
+    lua: &Lua,
+    params: &[RedisParameter],
+) -> Result<Vec<RedisResult>, RedisError> {
     let with = |head: &str| {
         let mut all = Vec::with_capacity(params.len() + 1);
         all.push(RedisParameter::Binary(head.as_bytes().to_vec()));
@@ -97,7 +188,7 @@ async fn eval(connection: &Connection, lua: &Lua, params: &[RedisParameter]) -> 
     }
 }
 
-fn is_no_script(text: &str) -> bool {
+pub(crate) fn is_no_script(text: &str) -> bool {
     text.contains("NoScript") || text.contains("NOSCRIPT")
 }
 
@@ -130,6 +221,18 @@ async fn connect() -> Result<Connection, RedisError> {
         .await
         .map_err(|e| RedisError::Other(format!("variable redis_url: {e:?}")))?;
     Connection::open(&address).await
+}
+
+/// [`forget_stale`] on Redis Cluster.
+async fn forget_stale_on_cluster(url: &str) -> Result<(), Error> {
+    let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
+    cluster::run(&ForgetLoaded { users: &users }).await?;
+    let _ = sql::forget_stale(url, &stale).await;
+    Ok(())
 }
 
 /// Applies the stale marks the SQL store holds, a batch at a time. A SQL

@@ -65,6 +65,41 @@ pub trait Script {
 
     /// Decodes the script's (flattened) reply to this call.
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error>;
+
+    /// Decodes the replies of a call Redis Cluster ran in parts, one per
+    /// hash slot (see [`Call::parts`]). A call of one part decodes as a
+    /// whole; each script whose keys span slots says how its parts combine.
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        let mut parts = parts.into_iter();
+        match (parts.next(), parts.next()) {
+            (Some(mut one), None) => self.decode(&mut one.reply),
+            _ => Err(spans_slots()),
+        }
+    }
+}
+
+/// Decodes each part of a split call as if it were a whole one, for the
+/// scripts whose reply combines part by part (sums, concatenations).
+pub fn decode_parts<S: Script + ?Sized>(script: &S, parts: Vec<PartReply>) -> Result<Vec<S::Reply>, Error> {
+    parts.into_iter().map(|mut part| script.decode(&mut part.reply)).collect()
+}
+
+/// The replies of a script that answers one text per item, put back in the
+/// items' order.
+pub fn texts_by_item(parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
+    let mut out: Vec<Option<String>> = Vec::new();
+    for mut part in parts {
+        for item in part.items {
+            if out.len() <= item {
+                out.resize(item + 1, None);
+            }
+            out[item] = Some(part.reply.text()?);
+        }
+        if !part.reply.is_empty() {
+            return Err(malformed());
+        }
+    }
+    out.into_iter().map(|text| text.ok_or_else(malformed)).collect()
 }
 
 /// The keys and arguments of one script call, with the names they were
@@ -75,8 +110,21 @@ pub struct Call {
     pub keys: Vec<String>,
     /// `ARGV`, in order.
     pub args: Vec<Vec<u8>>,
+    /// Where the repeated items start, and their shape (see [`Call::each`]).
+    items: Option<Items>,
     #[cfg(test)]
     names: Names,
+}
+
+/// The repeated items of a call: they follow `fixed_keys` keys and
+/// `fixed_args` arguments, each with `keys` keys and `args` arguments.
+#[derive(Clone, Copy, Debug)]
+struct Items {
+    fixed_keys: usize,
+    fixed_args: usize,
+    keys: usize,
+    args: usize,
+    count: usize,
 }
 
 /// The names a call was encoded with: fixed keys and arguments, then those
@@ -157,9 +205,11 @@ impl Call {
     /// One repeated item per element of `items` (after every fixed key and
     /// argument), each encoded by `encode`.
     pub fn each<T>(&mut self, items: impl IntoIterator<Item = T>, mut encode: impl FnMut(&mut Call, T)) {
+        let mut shape = Items { fixed_keys: self.keys.len(), fixed_args: self.args.len(), keys: 0, args: 0, count: 0 };
         for (index, item) in items.into_iter().enumerate() {
             let mut one = Call::default();
             encode(&mut one, item);
+            (shape.keys, shape.args, shape.count) = (one.keys.len(), one.args.len(), index + 1);
             #[cfg(test)]
             if index == 0 {
                 self.names.each_keys = one.names.keys;
@@ -169,6 +219,64 @@ impl Call {
             self.keys.extend(one.keys);
             self.args.extend(one.args);
         }
+        self.items = Some(shape);
+    }
+
+    /// The call as Redis Cluster can run it: one part per hash slot, each
+    /// with the items whose keys are in that slot, in their order. The fixed
+    /// keys (a conversation's) go with the items of their slot, or alone;
+    /// the other parts run without them (the scripts that take both allow
+    /// that: `declare` in `prelude.lua`). Every part repeats the fixed
+    /// arguments. A call without keys is one part with no slot. Refused: a
+    /// call whose fixed keys, or one item's keys, span slots.
+    pub fn parts(&self) -> Result<Vec<Part>, Error> {
+        let slot_of = |keys: &[String]| -> Result<Option<u16>, Error> {
+            let mut slots = keys.iter().map(|k| crate::keys::slot(k));
+            let first = slots.next();
+            match first {
+                Some(s) if slots.any(|other| other != s) => Err(spans_slots()),
+                _ => Ok(first),
+            }
+        };
+        let Some(shape) = self.items else {
+            let slot = slot_of(&self.keys)?;
+            return Ok(vec![Part { slot, with_fixed_keys: true, items: Vec::new(), call: self.copy() }]);
+        };
+        let fixed_slot = slot_of(&self.keys[..shape.fixed_keys])?;
+        let mut parts: Vec<Part> = Vec::new();
+        let mut part_of_slot = std::collections::HashMap::new();
+        if let Some(slot) = fixed_slot {
+            part_of_slot.insert(slot, 0);
+            parts.push(Part { slot: Some(slot), with_fixed_keys: true, items: Vec::new(), call: Call::default() });
+        }
+        for item in 0..shape.count {
+            let keys = shape.fixed_keys + item * shape.keys..shape.fixed_keys + (item + 1) * shape.keys;
+            let slot = slot_of(&self.keys[keys])?;
+            let Some(slot) = slot else { return Err(spans_slots()) };
+            let index = *part_of_slot.entry(slot).or_insert_with(|| {
+                parts.push(Part { slot: Some(slot), with_fixed_keys: false, items: Vec::new(), call: Call::default() });
+                parts.len() - 1
+            });
+            parts[index].items.push(item);
+        }
+        for part in &mut parts {
+            if part.with_fixed_keys {
+                part.call.keys.extend_from_slice(&self.keys[..shape.fixed_keys]);
+            }
+            part.call.args.extend_from_slice(&self.args[..shape.fixed_args]);
+            for &item in &part.items {
+                let keys = shape.fixed_keys + item * shape.keys;
+                let args = shape.fixed_args + item * shape.args;
+                part.call.keys.extend_from_slice(&self.keys[keys..keys + shape.keys]);
+                part.call.args.extend_from_slice(&self.args[args..args + shape.args]);
+            }
+        }
+        Ok(parts)
+    }
+
+    /// The keys and arguments alone.
+    fn copy(&self) -> Call {
+        Call { keys: self.keys.clone(), args: self.args.clone(), ..Call::default() }
     }
 
     /// The names the call was encoded with.
@@ -176,6 +284,31 @@ impl Call {
     pub fn names(&self) -> &Names {
         &self.names
     }
+}
+
+/// One hash slot's part of a call (see [`Call::parts`]).
+pub struct Part {
+    /// The slot of its keys; none for a call without keys.
+    pub slot: Option<u16>,
+    /// Whether it carries the call's fixed keys.
+    pub with_fixed_keys: bool,
+    /// The items it carries, by their index in the whole call.
+    pub items: Vec<usize>,
+    /// Its keys and arguments.
+    pub call: Call,
+}
+
+/// The reply to one part of a split call.
+pub struct PartReply {
+    /// The items the part carried, by their index in the whole call.
+    pub items: Vec<usize>,
+    /// What the script answered.
+    pub reply: Reply,
+}
+
+/// A call whose keys cannot be split into single-slot parts.
+fn spans_slots() -> Error {
+    Error::Unavailable("redis: a script's keys span hash slots that cannot be split".into())
 }
 
 /// Reads a flat reply front to back (Spin flattens nested replies).

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::Error;
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::Members;
 
 /// The inventory of `category` for the members.
@@ -38,5 +38,9 @@ impl Script for CategoryInventory<'_> {
             users.push((user, rows));
         }
         Ok(users)
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().flatten().collect())
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::Error;
 use crate::keys::{UserKeys, events_channel};
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 
 /// One conversation of one user to read up to `seq`.
 pub struct Clearing<'a> {
@@ -44,5 +44,9 @@ impl Script for ClearCategory<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
         reply.number()
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<u64, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().sum())
     }
 }

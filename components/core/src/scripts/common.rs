@@ -4,7 +4,7 @@
 use crate::Error;
 use crate::bindings::unread::core::types::{AppBadge, CategoryUnread, Conversation, Source};
 use crate::keys::UserKeys;
-use crate::script::{Call, Reply, malformed};
+use crate::script::{Call, PartReply, Reply, Script, decode_parts, malformed};
 use crate::state;
 
 /// What a read gives when a SQL store backs Redis.
@@ -119,4 +119,19 @@ impl Members<'_> {
 /// answer for them: a count, then the users.
 pub fn unanswered(reply: &mut Reply) -> Result<Vec<String>, Error> {
     reply.texts()
+}
+
+/// The parts of a script that answers a count and the members the SQL
+/// store must answer for (recall, leave), combined: the counts summed, the
+/// members together.
+pub fn merge_unanswered<S>(script: &S, parts: Vec<PartReply>) -> Result<(u32, Vec<String>), Error>
+where
+    S: Script<Reply = (u32, Vec<String>)>,
+{
+    let (mut count, mut users) = (0u32, Vec::new());
+    for (n, unanswered) in decode_parts(script, parts)? {
+        count = count.saturating_add(n);
+        users.extend(unanswered);
+    }
+    Ok((count, users))
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::Error;
 use crate::keys::UserKeys;
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 
 /// Makes the next read of each of `users` rebuild from the SQL store.
 pub struct ForgetLoaded<'a> {
@@ -25,5 +25,9 @@ impl Script for ForgetLoaded<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
         reply.number()
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<u64, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().sum())
     }
 }

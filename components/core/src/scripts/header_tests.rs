@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
-use crate::keys::{CONVERSATION_KEYS, USER_KEYS};
+use crate::keys::{CONVERSATION_KEYS, USER_KEYS, slot};
 use crate::script::{Call, Names, Script};
 use crate::sql::TruthRow;
 
@@ -116,6 +116,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             max_kept: 1000,
             require_loaded: false,
             members: vec![("u1".into(), Role::Sender), ("u2".into(), Role::Mentioned)],
+            check_only: false,
         }),
         encoded(&MarkRead {
             tenant: "t",
@@ -153,7 +154,15 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&Join { conversation: "c", seq: 1, max_conversations: 100, max_kept: 1000, members: members() }),
+        encoded(&Join {
+            conversation: "c",
+            seq: 1,
+            max_conversations: 100,
+            max_kept: 1000,
+            members: members(),
+            head: "",
+        }),
+        encoded(&ReadHead { tenant: "t", conversation: "c" }),
         encoded(&Leave {
             conversation: "c",
             max_conversations: 100,
@@ -220,25 +229,6 @@ fn the_prelude_names_the_users_and_conversations_keys_as_keys_rs_does() {
     }
 }
 
-/// Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of its hash tag (the
-/// text between the first `{` and the next `}`, if not empty) or of the
-/// whole key, modulo 16384.
-fn slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
-        let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-        (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-    });
-    let mut crc: u16 = 0;
-    for &byte in tagged.unwrap_or(bytes) {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
-        }
-    }
-    crc & 0x3FFF
-}
-
 #[test]
 fn slots_are_computed_as_redis_cluster_does() {
     // Values from Redis's cluster specification and CLUSTER KEYSLOT.
@@ -272,6 +262,7 @@ fn the_scripts_that_span_slots_are_known() {
             "badge.lua",
             "dataset.lua",
             "forget_head.lua",
+            "head.lua",
             "list.lua",
             "mark_read.lua",
             "ping.lua",
@@ -303,4 +294,53 @@ fn the_scripts_that_span_slots_are_known() {
     let conversation_slots: std::collections::BTreeSet<u16> =
         CONVERSATION_KEYS.iter().map(|name| slot(&conversation.key(name))).collect();
     assert_eq!(conversation_slots.len(), 1);
+}
+
+/// On Redis Cluster a call is sent in single-slot parts. Every part of every
+/// sample call is one slot, every item goes in exactly one part, the fixed
+/// keys in exactly one; and `declare` (run in Lua) takes every part: it
+/// names the part's items, and gives no fixed keys to a part without them.
+#[test]
+fn every_call_splits_into_single_slot_parts_its_script_takes() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts");
+    let lua = mlua::Lua::new();
+    lua.load("redis = {}\ncjson = {}").exec().unwrap();
+    let mut split = Vec::new();
+    for (file, call) in sample_calls() {
+        let parts = call.parts().unwrap_or_else(|e| panic!("{file}: {e:?}"));
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        let start = text.find("declare {").unwrap() + "declare ".len();
+        let spec = balanced(&text[start..]);
+        let fixed_keys = call.names().keys.len();
+        let mut items: Vec<usize> = Vec::new();
+        let mut with_fixed = 0;
+        for part in &parts {
+            let slots: std::collections::BTreeSet<u16> = part.call.keys.iter().map(|k| slot(k)).collect();
+            assert!(slots.len() <= 1, "{file}: a part spans slots");
+            assert_eq!(slots.iter().next().copied(), part.slot, "{file}");
+            items.extend(&part.items);
+            with_fixed += usize::from(part.with_fixed_keys);
+            let globals = lua.globals();
+            globals.set("KEYS", part.call.keys.clone()).unwrap();
+            let args: Vec<mlua::String> = part.call.args.iter().map(|a| lua.create_string(a).unwrap()).collect();
+            globals.set("ARGV", args).unwrap();
+            let (keys, _, named): (mlua::Value, mlua::Value, mlua::Table) = lua
+                .load(format!("{}\nreturn declare {spec}", crate::script::PRELUDE))
+                .eval()
+                .unwrap_or_else(|e| panic!("{file}: declare refuses a part: {e}"));
+            assert_eq!(named.raw_len(), part.items.len(), "{file}: items of a part");
+            let has_keys = !matches!(keys, mlua::Value::Nil);
+            assert_eq!(has_keys, fixed_keys == 0 || part.with_fixed_keys, "{file}: fixed keys of a part");
+        }
+        items.sort();
+        let count = call.names().each_keys.len().max(1);
+        let expected = if call.names().each_keys.is_empty() { 0 } else { (call.keys.len() - fixed_keys) / count };
+        assert_eq!(items, (0..expected).collect::<Vec<_>>(), "{file}: every item in exactly one part");
+        let has_fixed = fixed_keys > 0 || call.names().each_keys.is_empty();
+        assert_eq!(with_fixed, usize::from(has_fixed), "{file}: the fixed keys in exactly one part");
+        if parts.len() > 1 {
+            split.push(file);
+        }
+    }
+    assert_eq!(split.len(), 11, "the scripts that span slots are split: {split:?}");
 }

@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::keys::ConversationKeys;
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::sql::TruthRow;
 
 /// The heads of conversations as the truth has them; a head that holds a
@@ -33,5 +33,9 @@ impl Script for Heads<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
         reply.number()
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<u64, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().sum())
     }
 }

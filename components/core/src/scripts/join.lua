@@ -5,14 +5,17 @@
 -- message of it yet gets it listed at once with the head's last message, as
 -- a touch of it would have listed it. (With a SQL store the members are
 -- rebuilt from the truth instead.)
+-- On Redis Cluster the members of other slots than the head's come without
+-- it: they take the head's text, read first, as the argument `head`.
 -- Reply: how many members' state changed.
 local K, A, members = declare {
   keys = {'head'},
-  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel'},
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)
-local head = get_head(K.head)
+local head
+if K then head = get_head(K.head) else head = decode_head(A.head) end
 
 -- Lists a conversation the member has no message of, at the head's last
 -- message (nothing to list if it has none yet).

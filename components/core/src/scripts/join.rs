@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::keys::{ConversationKeys, events_channel};
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::Members;
 
 /// The members joined `conversation` after message `seq`.
@@ -12,6 +12,9 @@ pub struct Join<'a> {
     pub max_conversations: u32,
     pub max_kept: u32,
     pub members: Members<'a>,
+    /// The head's text, read first on Redis Cluster for the members outside
+    /// its slot ([`super::ReadHead`]); empty elsewhere.
+    pub head: &'a str,
 }
 
 impl Script for Join<'_> {
@@ -30,10 +33,15 @@ impl Script for Join<'_> {
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.members.tenant));
+        call.arg("head", self.head);
         self.members.encode(call, |_, _| {});
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
         Ok(u32::try_from(reply.number()?).unwrap_or(u32::MAX))
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<u32, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().fold(0, u32::saturating_add))
     }
 }

@@ -2,9 +2,9 @@
 
 use crate::Error;
 use crate::keys::events_channel;
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua};
 use crate::scripts::Members;
-use crate::scripts::common::unanswered;
+use crate::scripts::common::{merge_unanswered, unanswered};
 
 /// The members' state of `conversation` goes, a tombstone stays.
 pub struct Leave<'a> {
@@ -36,5 +36,9 @@ impl Script for Leave<'_> {
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
         let removed = u32::try_from(reply.number()?).unwrap_or(u32::MAX);
         Ok((removed, unanswered(reply)?))
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        merge_unanswered(self, parts)
     }
 }

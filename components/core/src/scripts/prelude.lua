@@ -44,23 +44,34 @@ local CONVERSATION_KEYS = {'head', 'recalls', 'recent'}
 -- arguments first, then `each` repeated once per item (a member, a user).
 -- Returns the keys, the arguments and the items (each with its keys and
 -- arguments by name). The Rust definition of the script encodes exactly this
--- (a unit test compares the two).
+-- (a unit test compares the two). On Redis Cluster a call is sent in parts,
+-- one per hash slot, and a part whose items are not in the fixed keys' slot
+-- comes without them: then the keys returned are nil (only a script whose
+-- items have arguments can tell, so only such a script may be split so).
 local function declare(spec)
   local fixed_keys, fixed_args = spec.keys or {}, spec.args or {}
   local named_keys, named_args, items = {}, {}, {}
-  for i, name in ipairs(fixed_keys) do named_keys[name] = KEYS[i] end
-  for i, name in ipairs(fixed_args) do named_args[name] = ARGV[i] end
   local each_keys = spec.each and spec.each.keys or {}
   local each_args = spec.each and spec.each.args or {}
-  local extra_keys, extra_args = #KEYS - #fixed_keys, #ARGV - #fixed_args
+  local extra_args = #ARGV - #fixed_args
   local n = 0
-  if #each_keys > 0 then n = extra_keys / #each_keys elseif #each_args > 0 then n = extra_args / #each_args end
-  if n ~= math.floor(n) or n < 0 or extra_keys ~= n * #each_keys or extra_args ~= n * #each_args then
+  if #each_args > 0 then n = extra_args / #each_args elseif #each_keys > 0 then n = (#KEYS - #fixed_keys) / #each_keys end
+  local with_fixed = #KEYS == #fixed_keys + n * #each_keys
+  local without_fixed = #fixed_keys > 0 and #each_args > 0 and #KEYS == n * #each_keys
+  if n ~= math.floor(n) or n < 0 or extra_args ~= n * #each_args or not (with_fixed or without_fixed) then
     return error('calling convention: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments do not fit the header')
   end
+  local base = 0
+  if with_fixed then
+    base = #fixed_keys
+    for i, name in ipairs(fixed_keys) do named_keys[name] = KEYS[i] end
+  else
+    named_keys = nil
+  end
+  for i, name in ipairs(fixed_args) do named_args[name] = ARGV[i] end
   for g = 1, n do
     local item = {}
-    for i, name in ipairs(each_keys) do item[name] = KEYS[#fixed_keys + (g - 1) * #each_keys + i] end
+    for i, name in ipairs(each_keys) do item[name] = KEYS[base + (g - 1) * #each_keys + i] end
     for i, name in ipairs(each_args) do item[name] = ARGV[#fixed_args + (g - 1) * #each_args + i] end
     items[g] = item
   end
@@ -256,12 +267,15 @@ local RECENT_PREVIEWS, RECENT_SECONDS = 8, 10
 -- A conversation's head, `seq:score:category:preview` in one string (a
 -- string keeps a long preview compact, where a hash would turn into a
 -- table); nil if there is none.
-local function get_head(key)
-  local value = redis.call('GET', key)
-  if not value then return nil end
+local function decode_head(value)
+  if not value or value == '' then return nil end
   local seq, score, category, preview = string.match(value, '^(%d+):(%d*):([%w_%-]*):(.*)$')
   if not seq then return nil end
   return {seq = tonumber(seq), score = score, category = category, preview = preview}
+end
+
+local function get_head(key)
+  return decode_head(redis.call('GET', key))
 end
 
 -- The head's text, as `get_head` reads it.

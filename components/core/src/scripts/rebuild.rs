@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::Error;
 use crate::keys::{UserKeys, events_channel};
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::sql::TruthRow;
 
 /// One user's truth, read after their state `version`.
@@ -73,6 +73,10 @@ impl Script for Rebuild<'_> {
             users.push(Rebuilt { user, done, drifted, max_drift, drifts });
         }
         Ok(users)
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().flatten().collect())
     }
 }
 

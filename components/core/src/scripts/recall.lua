@@ -15,7 +15,8 @@ local K, A, members = declare {
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
 
-if preview ~= '' then recall_preview(K, seq, preview, A.head_ttl) end
+-- On Redis Cluster the head is a part of its own (K is nil elsewhere).
+if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
 
 local function recall_member(m)
   local st, where = find(m, conv)

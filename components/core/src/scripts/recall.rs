@@ -2,9 +2,9 @@
 
 use crate::Error;
 use crate::keys::{ConversationKeys, events_channel};
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua};
 use crate::scripts::Members;
-use crate::scripts::common::unanswered;
+use crate::scripts::common::{merge_unanswered, unanswered};
 
 /// Message `seq` of `conversation` was recalled; `preview` (may be empty)
 /// replaces it where it is the last message.
@@ -41,5 +41,9 @@ impl Script for Recall<'_> {
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
         let dropped = reply.number()?;
         Ok((u32::try_from(dropped).unwrap_or(u32::MAX), unanswered(reply)?))
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        merge_unanswered(self, parts)
     }
 }

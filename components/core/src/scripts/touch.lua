@@ -7,12 +7,16 @@
 -- gone. With a SQL store, members Redis cannot answer for (unloaded, or a
 -- conversation beyond what was kept) are not written but named in the
 -- reply: the caller rebuilds them from the truth, which holds this message.
+-- On Redis Cluster the head and each slot's members are separate parts
+-- (the head's part has no members, or those of its slot), and a first round
+-- with check_only = '1' looks for a conflict in every part before any part
+-- writes.
 -- Reply: {'ok', applied (0/1), n, n unanswerable users} or
 -- {'conflict', user, category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl'},
+          'require_loaded', 'channel', 'head_ttl', 'check_only'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category = A.conversation, A.category
@@ -29,8 +33,9 @@ for i, m in ipairs(members) do
   end
   found[i] = {st = st, where = where}
 end
+if A.check_only == '1' then return {'ok', 0, 0} end
 
-advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
+if K then advance_head(K, seq, A.score, category, A.preview, A.head_ttl) end
 
 -- Returns whether the member's state changed, and whether its numbers moved.
 local function touch_member(m, st, where)

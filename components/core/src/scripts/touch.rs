@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::keys::{ConversationKeys, UserKeys, events_channel};
-use crate::script::{Call, Lua, Reply, Script, lua, malformed};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua, malformed};
 
 /// What a member is to the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +33,9 @@ pub struct Touch<'a> {
     pub require_loaded: bool,
     /// Every member once, with their role.
     pub members: Vec<(String, Role)>,
+    /// Only look for a category conflict, write nothing: the first round
+    /// of a touch on Redis Cluster, whose parts cannot refuse together.
+    pub check_only: bool,
 }
 
 /// What a touch did.
@@ -64,6 +67,7 @@ impl Script for Touch<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
         call.arg("head_ttl", crate::HEAD_TTL);
+        call.arg("check_only", self.check_only);
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);
@@ -84,5 +88,19 @@ impl Script for Touch<'_> {
             "conflict" => Ok(Touched::Conflict { user: reply.text()?, category: reply.text()? }),
             _ => Err(malformed()),
         }
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
+        let (mut applied, mut unanswered) = (false, Vec::new());
+        for part in decode_parts(self, parts)? {
+            match part {
+                conflict @ Touched::Conflict { .. } => return Ok(conflict),
+                Touched::Done { applied: a, unanswered: u } => {
+                    applied |= a;
+                    unanswered.extend(u);
+                }
+            }
+        }
+        Ok(Touched::Done { applied, unanswered })
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::keys::UserKeys;
-use crate::script::{Call, Lua, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua, texts_by_item};
 
 /// The versions of `users`.
 pub struct Versions<'a> {
@@ -24,5 +24,9 @@ impl Script for Versions<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
         reply.rest()
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
+        texts_by_item(parts)
     }
 }

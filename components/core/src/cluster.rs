@@ -1,0 +1,506 @@
+//! Redis Cluster (`redis_cluster = true`): `redis_url` names any node; the
+//! core learns which primary serves which hash slot, keeps one connection
+//! per node per instance, and sends every script part to the node that owns
+//! its slot.
+//!
+//! - The slot map comes from `CLUSTER NODES`: one bulk string (Spin flattens
+//!   nested replies, which would lose `CLUSTER SLOTS`' structure).
+//! - A call whose keys span slots runs in parts, one per slot, concurrently
+//!   ([`crate::script::Call::parts`]); the script combines their replies.
+//! - `MOVED`: the slot moved for good; the map is read again, the part goes
+//!   to the new owner. `ASK`: the slot is moving and this key already went;
+//!   `ASKING` and the part go on a connection of their own, since Spin's
+//!   connections pipeline concurrent commands and another could slip in
+//!   between the two. `TRYAGAIN` (a multi-key part while its slot moves),
+//!   `CLUSTERDOWN` (a failover under way), `LOADING` and `MASTERDOWN` wait
+//!   and retry. A node that stops answering is dropped and the map read
+//!   again from another. All within the script's deadline: past it, the call is unavailable (503), never a
+//!   guess.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
+
+use crate::Error;
+use crate::script::{Lua, Part, PartReply, Reply, Script};
+
+thread_local! {
+    /// The slot map this instance uses; none until first needed, or after a
+    /// failure that makes it suspect.
+    static MAP: RefCell<Option<Rc<SlotMap>>> = const { RefCell::new(None) };
+    /// One connection per node, by `host:port`.
+    static NODES: RefCell<HashMap<String, Rc<Connection>>> = RefCell::new(HashMap::new());
+}
+
+/// How often one part follows a redirect or waits out a moving slot before
+/// it gives up (within the deadline in any case).
+const MAX_ATTEMPTS: usize = 8;
+
+/// How long one node may take to give its slot map.
+const MAP_READ_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The wait before trying again a part whose slot is moving or whose
+/// cluster is failing over.
+const RETRY_WAIT: Duration = Duration::from_millis(50);
+
+/// Which primary serves which slots.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SlotMap {
+    /// `(first, last, node)`, sorted by first slot.
+    ranges: Vec<(u16, u16, String)>,
+    /// Every primary that serves a slot, sorted: what a walk goes through.
+    primaries: Vec<String>,
+}
+
+impl SlotMap {
+    /// Reads the text of `CLUSTER NODES`: one line per node, `id
+    /// ip:port@cport[,hostname] flags primary ping pong epoch link slots...`.
+    /// Primaries that are failed or have no address are left out; so are
+    /// slots being imported or migrated (`[...]`), which their owner still
+    /// serves.
+    pub fn parse(text: &str) -> Result<SlotMap, String> {
+        let mut ranges = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 8 {
+                return Err(format!("unexpected CLUSTER NODES line: {line:?}"));
+            }
+            let flags: Vec<&str> = fields[2].split(',').collect();
+            if !flags.contains(&"master") || flags.iter().any(|f| matches!(*f, "fail" | "noaddr" | "handshake")) {
+                continue;
+            }
+            let Some(node) = address(fields[1]) else { continue };
+            for slots in &fields[8..] {
+                if slots.starts_with('[') {
+                    continue;
+                }
+                let (first, last) = slots.split_once('-').unwrap_or((slots, slots));
+                let (Ok(first), Ok(last)) = (first.parse::<u16>(), last.parse::<u16>()) else {
+                    return Err(format!("unexpected slots {slots:?} in CLUSTER NODES"));
+                };
+                ranges.push((first, last, node.clone()));
+            }
+        }
+        if ranges.is_empty() {
+            return Err("CLUSTER NODES names no primary serving slots".into());
+        }
+        ranges.sort();
+        let mut primaries: Vec<String> = ranges.iter().map(|(_, _, node)| node.clone()).collect();
+        primaries.sort();
+        primaries.dedup();
+        Ok(SlotMap { ranges, primaries })
+    }
+
+    /// The node that serves `slot`, if any does.
+    pub fn node(&self, slot: u16) -> Option<&str> {
+        let at = self.ranges.partition_point(|(first, _, _)| *first <= slot);
+        let (_, last, node) = self.ranges.get(at.checked_sub(1)?)?;
+        (slot <= *last).then_some(node.as_str())
+    }
+}
+
+/// A node's `host:port` from its CLUSTER NODES address
+/// (`ip:port@cport[,hostname]`): the hostname when the node announces one
+/// (TLS certificates name it), else the IP.
+fn address(field: &str) -> Option<String> {
+    let (ip_port, rest) = field.split_once('@').unwrap_or((field, ""));
+    let hostname = rest.split_once(',').map(|(_, h)| h).filter(|h| !h.is_empty());
+    let (ip, port) = ip_port.rsplit_once(':')?;
+    if ip.is_empty() || port == "0" {
+        return None;
+    }
+    let host = hostname.unwrap_or(ip);
+    Some(if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") })
+}
+
+/// `redis_url` with its host and port replaced by `node`'s: the same
+/// scheme (TLS or not), user and password.
+pub fn node_url(seed: &str, node: &str) -> String {
+    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", seed));
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
+        None => (String::new(), rest),
+    };
+    let path = rest.find(['/', '?']).map_or("", |at| &rest[at..]);
+    // A cluster has database 0 only; keep query options, drop a path.
+    let query = path.find('?').map_or("", |at| &path[at..]);
+    format!("{scheme}://{userinfo}{node}{query}")
+}
+
+/// What a node's error asks of the client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Redirect {
+    /// The slot is served by `node` now.
+    Moved { node: String },
+    /// This key of a moving slot is at `node`: ask it, once.
+    Ask { node: String },
+    /// Wait and try again (a slot moving, a failover, a node loading).
+    Retry,
+}
+
+/// Reads a redirect out of an error's text, in the forms redis-rs gives it
+/// (`MOVED 3999 127.0.0.1:6381`, `An error was signalled by the server -
+/// Moved: 3999 127.0.0.1:6381`).
+pub fn redirect(text: &str) -> Option<Redirect> {
+    let words: Vec<&str> = text.split_whitespace().map(|w| w.trim_end_matches(':')).collect();
+    for (i, word) in words.iter().enumerate() {
+        let lower = word.to_ascii_lowercase();
+        if matches!(lower.as_str(), "tryagain" | "clusterdown" | "loading" | "masterdown") {
+            return Some(Redirect::Retry);
+        }
+        if lower == "moved" || lower == "ask" {
+            let (Some(slot), Some(node)) = (words.get(i + 1), words.get(i + 2)) else { continue };
+            if slot.parse::<u16>().is_err() || !node.contains(':') {
+                continue;
+            }
+            let node = node.to_string();
+            return Some(if lower == "moved" { Redirect::Moved { node } } else { Redirect::Ask { node } });
+        }
+    }
+    None
+}
+
+/// Runs `script` on the cluster: each part on its slot's node, all at once.
+pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
+    let mut call = crate::script::Call::default();
+    script.encode(&mut call);
+    let parts = call.parts()?;
+    let until = Instant::now() + S::DEADLINE;
+    let lua = S::lua();
+    let replies = all(parts.into_iter().map(|part| run_part(lua, part, until))).await;
+    let mut done = Vec::with_capacity(replies.len());
+    for reply in replies {
+        done.push(reply?);
+    }
+    script.merge(done)
+}
+
+/// Runs a script without keys on the `index`th primary (sorted by
+/// address), for a walk over every primary's keys; also gives how many
+/// primaries there are.
+pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::Reply, usize), Error> {
+    let mut call = crate::script::Call::default();
+    script.encode(&mut call);
+    let map = map().await?;
+    let Some(node) = map.primaries.get(index).cloned() else {
+        return Err(Error::Invalid("cursor is not one this service issued".into()));
+    };
+    let until = Instant::now() + S::DEADLINE;
+    let params = params(&call.keys, &call.args);
+    let values = deadline(until, async {
+        let connection = connection(&node).await.map_err(|e| unavailable(S::lua(), &e.to_string()))?;
+        crate::redis::eval(&connection, S::lua(), &params).await.map_err(|e| {
+            forget(&node);
+            unavailable(S::lua(), &e.to_string())
+        })
+    })
+    .await?;
+    Ok((script.decode(&mut Reply::new(values))?, map.primaries.len()))
+}
+
+/// One part, to its slot's node, following redirects.
+async fn run_part(lua: &'static Lua, part: Part, until: Instant) -> Result<PartReply, Error> {
+    let params = params(&part.call.keys, &part.call.args);
+    let values = deadline(until, async {
+        // Where a redirect sent the part: (node, with ASKING).
+        let mut sent_to: Option<(String, bool)> = None;
+        let mut last_error = String::new();
+        for _ in 0..MAX_ATTEMPTS {
+            let outcome = match sent_to.take() {
+                Some((node, true)) => asking(&node, lua, &params).await,
+                Some((node, false)) => on_node(&node, lua, &params).await,
+                None => {
+                    let map = map().await.map_err(|e| e.to_string());
+                    let node = map.and_then(|map| match part.slot {
+                        Some(slot) => map.node(slot).map(str::to_string).ok_or_else(|| format!("slot {slot} unserved")),
+                        None => map.primaries.first().cloned().ok_or_else(|| "no primary".to_string()),
+                    });
+                    match node {
+                        Ok(node) => on_node(&node, lua, &params).await,
+                        Err(reason) => Err(Failure::Down(reason)),
+                    }
+                }
+            };
+            match outcome {
+                Ok(values) => return Ok(values),
+                Err(Failure::Script(text)) => match redirect(&text) {
+                    Some(Redirect::Moved { node }) => {
+                        // The map is read again for the calls to come; this
+                        // part goes where the node said, even if the map
+                        // read lags behind.
+                        last_error = text;
+                        refresh(Some(&node)).await;
+                        sent_to = Some((node, false));
+                    }
+                    Some(Redirect::Ask { node }) => sent_to = Some((node, true)),
+                    Some(Redirect::Retry) => {
+                        last_error = text;
+                        spin_sdk::time::sleep(RETRY_WAIT).await;
+                    }
+                    None => return Err(unavailable(lua, &text)),
+                },
+                Err(Failure::Down(reason)) => {
+                    last_error = reason;
+                    MAP.with_borrow_mut(|map| *map = None);
+                    spin_sdk::time::sleep(RETRY_WAIT).await;
+                }
+            }
+        }
+        Err(unavailable(lua, &format!("gave up after {MAX_ATTEMPTS} attempts: {last_error}")))
+    })
+    .await?;
+    Ok(PartReply { items: part.items, reply: Reply::new(values) })
+}
+
+/// Why a part did not run on a node.
+enum Failure {
+    /// The node answered with an error (a redirect among them).
+    Script(String),
+    /// The node could not be reached or dropped the connection.
+    Down(String),
+}
+
+/// Runs the script on `node`'s connection. A connection that failed is
+/// dropped, so the next attempt opens another.
+async fn on_node(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
+    let connection = connection(node).await.map_err(|e| Failure::Down(e.to_string()))?;
+    match crate::redis::eval(&connection, lua, params).await {
+        Ok(values) => Ok(values),
+        Err(RedisError::Other(text)) if redirect(&text).is_some() || !is_connection_error(&text) => {
+            Err(Failure::Script(text))
+        }
+        Err(error) => {
+            forget(node);
+            Err(Failure::Down(error.to_string()))
+        }
+    }
+}
+
+/// `ASKING`, then the script, on a connection of its own (see the module
+/// doc); `EVAL` after `NOSCRIPT` needs its own `ASKING` again.
+async fn asking(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
+    let url = node_url(&seed_url().await.map_err(|e| Failure::Down(format!("{e:?}")))?, node);
+    let connection = Connection::open(&url).await.map_err(|e| Failure::Down(e.to_string()))?;
+    let with = |head: &str| {
+        let mut all = Vec::with_capacity(params.len() + 1);
+        all.push(RedisParameter::Binary(head.as_bytes().to_vec()));
+        all.extend(params.iter().cloned());
+        all
+    };
+    let script_error = |e: RedisError| match e {
+        RedisError::Other(text) => Failure::Script(text),
+        other => Failure::Down(other.to_string()),
+    };
+    connection.execute("ASKING", Vec::new()).await.map_err(script_error)?;
+    match connection.execute("EVALSHA", with(&lua.sha1)).await {
+        Err(RedisError::Other(text)) if crate::redis::is_no_script(&text) => {
+            connection.execute("ASKING", Vec::new()).await.map_err(script_error)?;
+            connection.execute("EVAL", with(&lua.text)).await.map_err(script_error)
+        }
+        other => other.map_err(script_error),
+    }
+}
+
+/// Whether an error's text is the connection's, not the command's.
+fn is_connection_error(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    ["broken pipe", "connection", "io error", "timed out", "eof", "reset", "refused"].iter().any(|w| lower.contains(w))
+}
+
+/// Whether the instance has no slot map: it has not used the cluster yet,
+/// or a failure dropped the map (what a new connection is to standalone
+/// Redis).
+pub fn unopened() -> bool {
+    MAP.with_borrow(Option::is_none)
+}
+
+/// The instance's slot map, read if it has none.
+pub async fn map() -> Result<Rc<SlotMap>, Error> {
+    if let Some(map) = MAP.with_borrow(|m| m.clone()) {
+        return Ok(map);
+    }
+    refresh(None).await;
+    MAP.with_borrow(|m| m.clone()).ok_or_else(|| Error::Unavailable("redis: no cluster slot map".into()))
+}
+
+/// Reads the slot map again: from `from` if given, else from the seed
+/// (`redis_url`), else from any node this instance knows; each within
+/// [`MAP_READ_DEADLINE`], so that a node that hangs is passed over.
+async fn refresh(from: Option<&str>) {
+    let known: Vec<String> = NODES.with_borrow(|nodes| nodes.keys().cloned().collect());
+    let mut sources: Vec<Option<String>> = from.map(|n| Some(n.to_string())).into_iter().collect();
+    sources.push(None);
+    sources.extend(known.into_iter().map(Some));
+    for source in sources {
+        let read = timed(MAP_READ_DEADLINE, read_map(source.as_deref())).await.flatten();
+        if let Some(map) = read {
+            MAP.with_borrow_mut(|m| *m = Some(Rc::new(map)));
+            return;
+        }
+        if let Some(node) = &source {
+            forget(node);
+        }
+    }
+}
+
+/// The slot map as `source` (none: the seed) gives it.
+async fn read_map(source: Option<&str>) -> Option<SlotMap> {
+    let connection = match source {
+        Some(node) => connection(node).await.ok()?,
+        None => Rc::new(Connection::open(&seed_url().await.ok()?).await.ok()?),
+    };
+    let values = connection.execute("CLUSTER", vec![RedisParameter::Binary(b"NODES".to_vec())]).await.ok()?;
+    let text = match values.into_iter().next() {
+        Some(RedisResult::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Some(RedisResult::Status(text)) => text,
+        _ => return None,
+    };
+    let map = SlotMap::parse(&text).map_err(|reason| eprintln!("unread: error: redis cluster: {reason}")).ok()?;
+    // The seed's own connection serves as its node's.
+    if source.is_none()
+        && let Some(myself) = text.lines().find(|l| l.split_whitespace().nth(2).is_some_and(|f| f.contains("myself")))
+        && let Some(node) = myself.split_whitespace().nth(1).and_then(address)
+    {
+        NODES.with_borrow_mut(|nodes| {
+            nodes.entry(node).or_insert(connection);
+        });
+    }
+    Some(map)
+}
+
+/// The connection to `node`, opened if the instance has none.
+async fn connection(node: &str) -> Result<Rc<Connection>, RedisError> {
+    if let Some(connection) = NODES.with_borrow(|nodes| nodes.get(node).cloned()) {
+        return Ok(connection);
+    }
+    let seed = seed_url().await.map_err(|e| RedisError::Other(format!("{e:?}")))?;
+    let connection = Rc::new(Connection::open(&node_url(&seed, node)).await?);
+    NODES.with_borrow_mut(|nodes| nodes.insert(node.to_string(), connection.clone()));
+    Ok(connection)
+}
+
+/// Drops `node`'s connection.
+fn forget(node: &str) {
+    NODES.with_borrow_mut(|nodes| nodes.remove(node));
+}
+
+/// Drops every connection and the map: after a call that outlived its
+/// deadline, what any of them holds is unknown.
+fn forget_all() {
+    NODES.with_borrow_mut(HashMap::clear);
+    MAP.with_borrow_mut(|m| *m = None);
+}
+
+async fn seed_url() -> Result<String, Error> {
+    crate::config::text("redis_url").await?.ok_or_else(|| Error::Unavailable("variable redis_url is not set".into()))
+}
+
+fn params(keys: &[String], args: &[Vec<u8>]) -> Vec<RedisParameter> {
+    let mut params = Vec::with_capacity(1 + keys.len() + args.len());
+    params.push(RedisParameter::Int64(keys.len() as i64));
+    params.extend(keys.iter().map(|k| RedisParameter::Binary(k.as_bytes().to_vec())));
+    params.extend(args.iter().cloned().map(RedisParameter::Binary));
+    params
+}
+
+fn unavailable(lua: &Lua, reason: &str) -> Error {
+    eprintln!("unread: error: redis cluster: {}: {reason}", lua.file);
+    Error::Unavailable(format!("redis: {reason}"))
+}
+
+/// `call`'s result, or unavailable once `until` passes (every connection
+/// is then dropped).
+async fn deadline<T>(until: Instant, call: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    let result = timed(until.saturating_duration_since(Instant::now()), call).await;
+    result.unwrap_or_else(|| {
+        forget_all();
+        Err(Error::Unavailable("redis: the cluster did not answer in time".into()))
+    })
+}
+
+/// `call`'s result, or none if `left` passes first.
+async fn timed<T>(left: Duration, call: impl Future<Output = T>) -> Option<T> {
+    let (mut call, mut timer) = (std::pin::pin!(call), std::pin::pin!(spin_sdk::time::sleep(left)));
+    poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(value) => Poll::Ready(Some(value)),
+        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
+    })
+    .await
+}
+
+/// Runs every future at once (on the instance's one thread); their results
+/// in order.
+async fn all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut waiting = false;
+        for (future, slot) in pending.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *slot = Some(value),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting { Poll::Pending } else { Poll::Ready(()) }
+    })
+    .await;
+    done.into_iter().map(|value| value.expect("every future is done")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODES_TEXT: &str = "\
+07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922
+292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003,node3.example master - 0 1426238318243 3 connected 10923-16383 [10924->-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca]
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460
+6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 1426238316232 0 5 disconnected 17
+";
+
+    #[test]
+    fn the_slot_map_is_read_from_cluster_nodes() {
+        let map = SlotMap::parse(NODES_TEXT).unwrap();
+        assert_eq!(map.node(0), Some("127.0.0.1:30001"));
+        assert_eq!(map.node(5460), Some("127.0.0.1:30001"));
+        assert_eq!(map.node(5461), Some("127.0.0.1:30002"));
+        // A hostname the node announces is what it is reached by.
+        assert_eq!(map.node(16383), Some("node3.example:30003"));
+        assert_eq!(map.primaries, ["127.0.0.1:30001", "127.0.0.1:30002", "node3.example:30003"]);
+        let partial = SlotMap::parse(&NODES_TEXT.replace("5461-10922", "5461-5470")).unwrap();
+        assert_eq!(partial.node(5471), None, "a slot no live primary serves");
+        assert!(SlotMap::parse("").is_err());
+    }
+
+    #[test]
+    fn a_node_url_keeps_the_seeds_scheme_and_credentials() {
+        assert_eq!(node_url("redis://:pw@10.0.0.1:7000", "10.0.0.2:7001"), "redis://:pw@10.0.0.2:7001");
+        assert_eq!(node_url("rediss://u:p@seed.example:6380/0", "n2.example:6380"), "rediss://u:p@n2.example:6380");
+        assert_eq!(node_url("redis://10.0.0.1:7000", "[::1]:7001"), "redis://[::1]:7001");
+    }
+
+    #[test]
+    fn redirects_are_read_in_the_forms_redis_rs_gives() {
+        let moved = Some(Redirect::Moved { node: "127.0.0.1:6381".into() });
+        assert_eq!(redirect("MOVED 3999 127.0.0.1:6381"), moved);
+        assert_eq!(redirect("An error was signalled by the server - Moved: 3999 127.0.0.1:6381"), moved);
+        assert_eq!(redirect("Moved: 3999 127.0.0.1:6381"), moved);
+        assert_eq!(redirect("ASK 3999 127.0.0.1:6382"), Some(Redirect::Ask { node: "127.0.0.1:6382".into() }));
+        assert_eq!(
+            redirect("An error was signalled by the server - TryAgain: Multiple keys request during rehashing of slot"),
+            Some(Redirect::Retry)
+        );
+        assert_eq!(redirect("CLUSTERDOWN The cluster is down"), Some(Redirect::Retry));
+        assert_eq!(redirect("ERR user_script:1: Script attempted to access a non local key"), None);
+        assert_eq!(redirect("ERR I will ask you 3 questions"), None);
+    }
+}

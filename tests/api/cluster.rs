@@ -1,0 +1,215 @@
+//! Redis Cluster: the same answers as one Redis, with every call sent in
+//! single-slot parts to the primaries that own them, through slot moves and
+//! a failover. (The randomized history runs on a cluster too: history.rs.)
+
+use serde_json::{Value, json};
+
+use crate::support::{App, Setup, jwt, message, unread_by_conversation};
+
+async fn cluster_app() -> App {
+    App::with(Setup { cluster: true, ..Setup::default() }).await
+}
+
+fn members(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("u{i}")).collect()
+}
+
+/// Every call of the API on a cluster: a group whose members live on every
+/// primary, its list, badge, settings, recall, join, leave, delete and a
+/// category clear that walks every primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_call_answers_on_a_cluster_as_on_one_redis() {
+    let app = cluster_app().await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let group = members(12);
+    let names: Vec<&str> = group.iter().map(String::as_str).collect();
+    for seq in 1..=3 {
+        let mut body = message("acme", "g", seq, 1_000 + seq, "u0", &names);
+        if seq == 2 {
+            body["mentions"] = json!(["u5"]);
+        }
+        let answer = app.touch(body).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    // The members' keys are spread over every primary: the touch was split.
+    let primaries = cluster.primaries();
+    assert_eq!(primaries.len(), 3);
+    for primary in &primaries {
+        assert!(primary.keys().iter().any(|k| k.starts_with("un:v2:{acme:u")), "a primary holds no member");
+    }
+    for user in &names[1..] {
+        let row = app.row("acme", user, "g").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(3), Some(3)), "{user}: {row}");
+        assert_eq!(row["preview"]["text"], "message 3", "{user}");
+        assert_eq!(row["mentions"].as_u64(), Some(u64::from(*user == "u5")), "{user}");
+    }
+    assert_eq!(app.row("acme", "u0", "g").await.unwrap()["unread"].as_u64(), Some(0), "the sender read it");
+
+    // A category conflict is refused before any part writes.
+    let mut other = message("acme", "g", 4, 1_004, "u0", &names);
+    other["category"] = json!("system");
+    assert_eq!(app.touch(other).await.status, 409);
+    assert_eq!(app.row("acme", "u7", "g").await.unwrap()["last_seq"].as_u64(), Some(3), "nothing written");
+
+    // Reads and settings.
+    let read = app.mark_read("acme", "u3", "g", 2).await;
+    assert_eq!((read.status, read.body["unread"].as_u64()), (200, Some(1)), "{:?}", read.body);
+    let muted = app.flag("acme", "u4", "g", "mute", json!({"muted": true})).await;
+    assert_eq!(muted.status, 200, "{:?}", muted.body);
+    assert_eq!(app.badge("acme", "u4").await.body["muted"].as_u64(), Some(3));
+    assert_eq!(app.badge("acme", "u6").await.body["total"].as_u64(), Some(3));
+
+    // Recall of the last message: one fewer, a new preview, for every member.
+    let recalled = app.recall("acme", "g", 3, &names, Some(json!({"text": "recalled"}))).await;
+    assert_eq!(recalled.status, 200, "{:?}", recalled.body);
+    for user in &names[1..] {
+        let row = app.row("acme", user, "g").await.unwrap();
+        assert_eq!(row["preview"]["text"], "recalled", "{user}");
+    }
+    assert_eq!(unread_by_conversation(&app, "acme", "u6").await["g"], 2);
+
+    // Join: newcomers on every primary are listed at once at the head.
+    let newcomers = ["n1", "n2", "n3", "n4", "n5", "n6"];
+    assert_eq!(app.join("acme", "g", 3, &newcomers).await.status, 200);
+    for user in newcomers {
+        let row = app.row("acme", user, "g").await.unwrap_or_else(|| panic!("{user} is not listed"));
+        assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(0), Some(3)), "{user}");
+        assert_eq!(row["preview"]["text"], "recalled", "{user}");
+    }
+    let mut everyone = names.clone();
+    everyone.extend(newcomers);
+    assert_eq!(app.touch(message("acme", "g", 4, 1_004, "u0", &everyone)).await.status, 200);
+    assert_eq!(unread_by_conversation(&app, "acme", "n4").await["g"], 1);
+
+    // Leave.
+    assert_eq!(app.leave("acme", "g", &["u8", "n2"]).await.status, 200);
+    assert!(app.row("acme", "u8", "g").await.is_none());
+    assert!(app.row("acme", "n2", "g").await.is_none());
+
+    // A category clear that walks the tenant's users on every primary.
+    let mut cursor = Value::Null;
+    let mut cleared = 0;
+    loop {
+        let body = json!({"tenant": "acme", "category": "chat", "all_users": true, "cursor": cursor});
+        let answer = app.service("/v1/admin/clear-category", body).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        cleared += answer.body["users"].as_u64().unwrap();
+        cursor = answer.body["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    assert!(cleared >= 14, "every member with unread was cleared: {cleared}");
+    for user in ["u1", "u6", "n4"] {
+        assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(0), "{user}");
+    }
+
+    // Delete: every member's row and the conversation's keys go.
+    let deleted = app.delete_conversation("acme", "g", &everyone).await;
+    assert_eq!(deleted.status, 200, "{:?}", deleted.body);
+    for user in ["u1", "u6", "n4"] {
+        assert!(app.row("acme", user, "g").await.is_none(), "{user}");
+    }
+    assert!(!cluster.keys().iter().any(|k| k.starts_with("un:v2:head:")), "{:?}", cluster.keys());
+}
+
+/// A list page reads its rows' previews from heads on every primary, and
+/// puts them back in the rows' order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_page_gets_each_rows_preview_from_its_own_primary() {
+    let app = cluster_app().await;
+    for i in 0..30u64 {
+        let conversation = format!("c{i}");
+        let mut body = message("acme", &conversation, 1, 2_000 + i, "x", &["x", "me"]);
+        body["preview"] = json!({"text": format!("in {conversation}")});
+        assert_eq!(app.touch(body).await.status, 200);
+    }
+    let rows = app.whole_list("acme", "me", 7).await;
+    assert_eq!(rows.len(), 30);
+    for (i, row) in rows.iter().enumerate() {
+        let conversation = format!("c{}", 29 - i);
+        assert_eq!(row["id"], conversation.as_str());
+        assert_eq!(row["preview"]["text"], format!("in {conversation}"));
+    }
+    let badge = app.send("GET", "/v1/badge", Some(jwt("acme", "me")), None).await;
+    assert_eq!(badge.body["total"].as_u64(), Some(30));
+}
+
+/// Slots move (a reshard) and a primary fails over while members read and
+/// write: every answer is the right number or a clean 503, and once things
+/// settle every number is right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn numbers_stay_right_through_a_reshard_and_a_failover() {
+    let app = std::sync::Arc::new(cluster_app().await);
+    let group = members(20);
+    let names: Vec<&str> = group.iter().map(String::as_str).collect();
+    let disrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (app, group, disrupted) = (app.clone(), group.clone(), disrupted.clone());
+        tokio::spawn(async move {
+            let names: Vec<&str> = group.iter().map(String::as_str).collect();
+            let (mut seq, mut after) = (0, 0);
+            // Until the moves are over, and a few messages more.
+            while after < 20 {
+                seq += 1;
+                loop {
+                    let answer = app.touch(message("acme", "g", seq, 10_000 + seq, "u0", &names)).await;
+                    match answer.status {
+                        200 => break,
+                        503 => {
+                            assert_eq!(answer.body["error"]["code"], "unavailable", "{:?}", answer.body);
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        }
+                        status => panic!("touch answered {status}: {:?}", answer.body),
+                    }
+                }
+                if disrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                    after += 1;
+                }
+            }
+            seq
+        })
+    };
+    let disrupter = {
+        let (app, disrupted) = (app.clone(), disrupted.clone());
+        tokio::task::spawn_blocking(move || {
+            let cluster = app.cluster.as_ref().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let primaries = cluster.primaries();
+            cluster.reshard(primaries[0], primaries[1], 2000);
+            let primaries = cluster.primaries();
+            cluster.fail_over(primaries[2]);
+            disrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    // A reader that never sees a number go backwards or past what was sent.
+    let mut seen = std::collections::HashMap::new();
+    while !writer.is_finished() {
+        for user in ["u3", "u11", "u17"] {
+            let answer = app.list("acme", user, "limit=5").await;
+            if answer.status == 503 {
+                assert_eq!(answer.body["error"]["code"], "unavailable", "{:?}", answer.body);
+                continue;
+            }
+            assert_eq!(answer.status, 200, "{:?}", answer.body);
+            let Some(row) = answer.body["conversations"].as_array().and_then(|rows| rows.first()) else { continue };
+            let unread = row["unread"].as_u64().unwrap();
+            assert_eq!(unread, row["last_seq"].as_u64().unwrap(), "{user}: {row}");
+            let before = seen.insert(user, unread).unwrap_or(0);
+            assert!(unread >= before, "{user}: {before} unread, then {unread}");
+        }
+    }
+    let sent = writer.await.unwrap();
+    disrupter.await.unwrap();
+    // The app was redirected, and followed.
+    let cluster = app.cluster.as_ref().unwrap();
+    let count = |code: &str| -> u64 { cluster.nodes.iter().map(|node| node.errors(code)).sum() };
+    let redirects = count("MOVED") + count("ASK");
+    println!("{sent} messages; MOVED {}, ASK {}, TRYAGAIN {}", count("MOVED"), count("ASK"), count("TRYAGAIN"));
+    assert!(redirects > 0, "no MOVED or ASK: the slots did not move under the app");
+    for user in &names[1..] {
+        let row = app.row("acme", user, "g").await.unwrap();
+        assert_eq!(row["unread"].as_u64(), Some(sent), "{user}: {row}");
+        assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(sent), "{user}");
+    }
+}
