@@ -42,7 +42,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::store::{Kind, MessageStore, P, s};
-use crate::support::{Answer, App, Setup, message};
+use crate::support::{Answer, App, Events, Setup, message};
 
 const CLIENTS: usize = 8;
 const USERS: usize = 8;
@@ -425,7 +425,7 @@ impl World {
                 deleted: false,
             });
         }
-        let events = Events::subscribe(shared, &tenant);
+        let events = Events::try_subscribe(&shared.app, &tenant);
         let trace = std::env::var("UNREAD_HISTORY_TRACE")
             .ok()
             .map(|dir| std::fs::File::create(format!("{dir}/{}-{tenant}.log", shared.label)).unwrap());
@@ -977,10 +977,12 @@ impl World {
         let before =
             std::mem::replace(&mut self.told, self.users.iter().map(|u| (u.clone(), self.model.totals(u))).collect());
         let Some(events) = self.events.as_mut() else {
-            self.events = Events::subscribe(&self.shared, &self.tenant);
+            // A subscription a Redis restart broke is taken up again (what was
+            // published meanwhile is lost, as for any subscriber).
+            self.events = Events::try_subscribe(&self.shared.app, &self.tenant);
             return;
         };
-        let Some(events) = events.take() else {
+        let Some(events) = events.try_take() else {
             self.events = None;
             return;
         };
@@ -1011,54 +1013,5 @@ impl World {
             }
         }
         self.shared.count("events");
-    }
-}
-
-/// A tenant's change events; a subscription a Redis restart broke is taken
-/// up again (what was published meanwhile is lost, as for any subscriber).
-/// On a cluster every node passes what it publishes on to the others, in
-/// order: an end mark published on every node, once received from all,
-/// follows every event published before it.
-struct Events {
-    subscription: redis::Connection,
-    publishers: Vec<redis::Connection>,
-    channel: String,
-}
-
-impl Events {
-    fn subscribe(shared: &Shared, tenant: &str) -> Option<Events> {
-        let channel = format!("unread:events:{tenant}");
-        let mut subscription = shared.app.redis.connection().ok()?;
-        redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).ok()?;
-        subscription.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        let publishers = match &shared.app.cluster {
-            Some(cluster) => cluster.nodes.iter().map(|node| node.connection().ok()).collect::<Option<Vec<_>>>()?,
-            None => vec![shared.app.redis.connection().ok()?],
-        };
-        Some(Events { subscription, publishers, channel })
-    }
-
-    /// The events published since the last call; None if the subscription broke.
-    fn take(&mut self) -> Option<Vec<Value>> {
-        for publisher in &mut self.publishers {
-            redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(publisher).ok()?;
-        }
-        let (mut events, mut ends) = (Vec::new(), 0);
-        loop {
-            let parts = match self.subscription.recv_response().ok()? {
-                redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
-                _ => return None,
-            };
-            match parts.last() {
-                Some(redis::Value::BulkString(bytes)) if bytes == b"end" => {
-                    ends += 1;
-                    if ends == self.publishers.len() {
-                        return Some(events);
-                    }
-                }
-                Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).ok()?),
-                _ => return None,
-            }
-        }
     }
 }

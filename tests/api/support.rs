@@ -317,14 +317,6 @@ impl RedisCluster {
         node.command(&["CLUSTER", "MYID"])
     }
 
-    /// Every key of users' state on every primary, sorted (as
-    /// [`RedisServer::keys`]).
-    pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.primaries().iter().flat_map(|node| node.keys()).collect();
-        keys.sort();
-        keys
-    }
-
     /// Moves `slots` slots from one primary to another while the app runs
     /// (`redis-cli --cluster reshard`).
     pub fn reshard(&self, from: &RedisServer, to: &RedisServer, slots: u32) {
@@ -901,42 +893,53 @@ impl Events {
     /// escaped as the core escapes it (isolation.rs checks that events of an
     /// escaped tenant arrive here, which holds the two copies together).
     pub fn subscribe(app: &App, tenant: &str) -> Events {
+        Events::try_subscribe(app, tenant).expect("subscribed to the tenant's events")
+    }
+
+    /// [`Events::subscribe`], or None if Redis cannot be reached.
+    pub fn try_subscribe(app: &App, tenant: &str) -> Option<Events> {
         let channel = format!("unread:events:{}", escaped(tenant));
-        let mut subscription = app.redis.connection().unwrap();
-        redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).unwrap();
-        subscription.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut subscription = app.redis.connection().ok()?;
+        redis::cmd("SUBSCRIBE").arg(&channel).exec(&mut subscription).ok()?;
+        subscription.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         let publishers = match &app.cluster {
-            Some(cluster) => cluster.nodes.iter().map(|node| node.connection().unwrap()).collect(),
-            None => vec![app.redis.connection().unwrap()],
+            Some(cluster) => cluster.nodes.iter().map(|node| node.connection().ok()).collect::<Option<Vec<_>>>()?,
+            None => vec![app.redis.connection().ok()?],
         };
         let mut events = Events { subscription, publishers, channel };
         // On a cluster, what was published before the subscription may still
         // be on its way from another node: it is not what comes after.
-        events.take();
-        events
+        events.try_take()?;
+        Some(events)
     }
 
     /// Every event published so far: a marker is published after them, and
     /// everything up to it is read (the scripts publish before answering).
     pub fn take(&mut self) -> Vec<Value> {
+        self.try_take().expect("the subscription holds and carries only events")
+    }
+
+    /// [`Events::take`], or None if the subscription broke (a Redis restart)
+    /// or carried something else than events.
+    pub fn try_take(&mut self) -> Option<Vec<Value>> {
         for publisher in &mut self.publishers {
-            redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(publisher).unwrap();
+            redis::cmd("PUBLISH").arg(&self.channel).arg("end").exec(publisher).ok()?;
         }
         let (mut events, mut ends) = (Vec::new(), 0);
         loop {
-            let parts = match self.subscription.recv_response().unwrap() {
+            let parts = match self.subscription.recv_response().ok()? {
                 redis::Value::Array(parts) | redis::Value::Push { data: parts, .. } => parts,
-                other => panic!("not a message: {other:?}"),
+                _ => return None,
             };
             match parts.last() {
                 Some(redis::Value::BulkString(bytes)) if bytes == b"end" => {
                     ends += 1;
                     if ends == self.publishers.len() {
-                        return events;
+                        return Some(events);
                     }
                 }
-                Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).unwrap()),
-                other => panic!("not a message: {other:?}"),
+                Some(redis::Value::BulkString(bytes)) => events.push(serde_json::from_slice(bytes).ok()?),
+                _ => return None,
             }
         }
     }

@@ -82,14 +82,20 @@ pub async fn within<C, T>(
     deadline: Duration,
     call: impl Future<Output = T>,
 ) -> Option<T> {
-    let (mut call, mut timer) = (pin!(call), pin!(spin_sdk::time::sleep(deadline)));
-    let result = poll_fn(|cx| match call.as_mut().poll(cx) {
-        Poll::Ready(value) => Poll::Ready(Some(value)),
-        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
-    })
-    .await;
+    let result = timed(deadline, call).await;
     if result.is_none() {
         slot.with_borrow_mut(|c| *c = None);
     }
     result
+}
+
+/// `call`'s result, or None if `deadline` passes first (the call is
+/// dropped).
+pub async fn timed<T>(deadline: Duration, call: impl Future<Output = T>) -> Option<T> {
+    let (mut call, mut timer) = (pin!(call), pin!(spin_sdk::time::sleep(deadline)));
+    poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(value) => Poll::Ready(Some(value)),
+        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
+    })
+    .await
 }

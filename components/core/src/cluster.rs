@@ -14,8 +14,8 @@
 //!   between the two. `TRYAGAIN` (a multi-key part while its slot moves),
 //!   `CLUSTERDOWN` (a failover under way), `LOADING` and `MASTERDOWN` wait
 //!   and retry. A node that stops answering is dropped and the map read
-//!   again from another. All within the script's deadline: past it, the call is unavailable (503), never a
-//!   guess.
+//!   again from another. All within the script's deadline: past it, the
+//!   call is unavailable (503), never a guess.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
 use crate::Error;
+use crate::cached::timed;
+use crate::redis::{eval, params, unavailable};
 use crate::script::{Lua, Part, PartReply, Reply, Script};
 
 thread_local! {
@@ -195,7 +197,7 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     let params = params(&call.keys, &call.args);
     let values = deadline(until, async {
         let connection = connection(&node).await.map_err(|e| unavailable(S::lua(), &e.to_string()))?;
-        crate::redis::eval(&connection, S::lua(), &params).await.map_err(|e| {
+        eval(&connection, S::lua(), &params, false).await.map_err(|e| {
             forget(&node);
             unavailable(S::lua(), &e.to_string())
         })
@@ -270,7 +272,7 @@ enum Failure {
 /// dropped, so the next attempt opens another.
 async fn on_node(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let connection = connection(node).await.map_err(|e| Failure::Down(e.to_string()))?;
-    match crate::redis::eval(&connection, lua, params).await {
+    match eval(&connection, lua, params, false).await {
         Ok(values) => Ok(values),
         Err(RedisError::Other(text)) if redirect(&text).is_some() || !is_connection_error(&text) => {
             Err(Failure::Script(text))
@@ -283,28 +285,14 @@ async fn on_node(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec
 }
 
 /// `ASKING`, then the script, on a connection of its own (see the module
-/// doc); `EVAL` after `NOSCRIPT` needs its own `ASKING` again.
+/// doc).
 async fn asking(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let url = node_url(&seed_url().await.map_err(|e| Failure::Down(format!("{e:?}")))?, node);
     let connection = Connection::open(&url).await.map_err(|e| Failure::Down(e.to_string()))?;
-    let with = |head: &str| {
-        let mut all = Vec::with_capacity(params.len() + 1);
-        all.push(RedisParameter::Binary(head.as_bytes().to_vec()));
-        all.extend(params.iter().cloned());
-        all
-    };
-    let script_error = |e: RedisError| match e {
+    eval(&connection, lua, params, true).await.map_err(|e| match e {
         RedisError::Other(text) => Failure::Script(text),
         other => Failure::Down(other.to_string()),
-    };
-    connection.execute("ASKING", Vec::new()).await.map_err(script_error)?;
-    match connection.execute("EVALSHA", with(&lua.sha1)).await {
-        Err(RedisError::Other(text)) if crate::redis::is_no_script(&text) => {
-            connection.execute("ASKING", Vec::new()).await.map_err(script_error)?;
-            connection.execute("EVAL", with(&lua.text)).await.map_err(script_error)
-        }
-        other => other.map_err(script_error),
-    }
+    })
 }
 
 /// Whether an error's text is the connection's, not the command's.
@@ -401,19 +389,6 @@ async fn seed_url() -> Result<String, Error> {
     crate::config::text("redis_url").await?.ok_or_else(|| Error::Unavailable("variable redis_url is not set".into()))
 }
 
-fn params(keys: &[String], args: &[Vec<u8>]) -> Vec<RedisParameter> {
-    let mut params = Vec::with_capacity(1 + keys.len() + args.len());
-    params.push(RedisParameter::Int64(keys.len() as i64));
-    params.extend(keys.iter().map(|k| RedisParameter::Binary(k.as_bytes().to_vec())));
-    params.extend(args.iter().cloned().map(RedisParameter::Binary));
-    params
-}
-
-fn unavailable(lua: &Lua, reason: &str) -> Error {
-    eprintln!("unread: error: redis cluster: {}: {reason}", lua.file);
-    Error::Unavailable(format!("redis: {reason}"))
-}
-
 /// `call`'s result, or unavailable once `until` passes (every connection
 /// is then dropped).
 async fn deadline<T>(until: Instant, call: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
@@ -422,16 +397,6 @@ async fn deadline<T>(until: Instant, call: impl Future<Output = Result<T, Error>
         forget_all();
         Err(Error::Unavailable("redis: the cluster did not answer in time".into()))
     })
-}
-
-/// `call`'s result, or none if `left` passes first.
-async fn timed<T>(left: Duration, call: impl Future<Output = T>) -> Option<T> {
-    let (mut call, mut timer) = (std::pin::pin!(call), std::pin::pin!(spin_sdk::time::sleep(left)));
-    poll_fn(|cx| match call.as_mut().poll(cx) {
-        Poll::Ready(value) => Poll::Ready(Some(value)),
-        Poll::Pending => timer.as_mut().poll(cx).map(|()| None),
-    })
-    .await
 }
 
 /// Runs every future at once (on the instance's one thread); their results

@@ -24,19 +24,25 @@ thread_local! {
 /// Runs `script`: its keys and arguments as it encodes them, its reply as it
 /// decodes it.
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
-    if is_cluster().await? {
-        return run_on_cluster(script).await;
+    let cluster = is_cluster().await?;
+    if cluster && cluster::unopened() {
+        open_cluster().await?;
     }
     if !dataset::due() {
-        return run_on(&CONNECTION, open, script).await;
+        return send(cluster, script).await;
     }
-    // Beside the call, on the same (pipelined) connection: no added wait.
+    // Beside the call, on the same (pipelined) connections: no added wait.
     let check = dataset::check();
-    let (answer, record) = crate::both(run_on(&CONNECTION, open, script), run_on(&CONNECTION, open, &check)).await;
+    let (answer, record) = crate::both(send(cluster, script), send(cluster, &check)).await;
     if let Ok(record) = record {
         dataset::saw(record);
     }
     answer
+}
+
+/// Sends `script` on the instance's connection, or to the cluster.
+async fn send<S: Script>(cluster: bool, script: &S) -> Result<S::Reply, Error> {
+    if cluster { cluster::run(script).await } else { run_on(&CONNECTION, open, script).await }
 }
 
 /// Like [`run`], on a connection of its own that does not first apply the
@@ -68,26 +74,18 @@ pub async fn is_cluster() -> Result<bool, Error> {
     Ok(cluster)
 }
 
-/// [`run`] on Redis Cluster. An instance that has no slot map yet (or lost
-/// it to a failure) first does what opening a connection does standalone.
-async fn run_on_cluster<S: Script>(script: &S) -> Result<S::Reply, Error> {
-    if cluster::unopened() {
-        cluster::map().await?;
-        match sql::configured().await {
-            Ok(Some(url)) => forget_stale_on_cluster(&url).await?,
-            Ok(None) => dataset::saw(cluster::run(&dataset::check()).await?),
-            Err(_) => {}
+/// On Redis Cluster, an instance that has no slot map yet (or lost it to a
+/// failure) reads one, then does what [`open`] does for a new connection.
+async fn open_cluster() -> Result<(), Error> {
+    cluster::map().await?;
+    match sql::configured().await {
+        Ok(Some(url)) => forget_stale(&url, async |forget| cluster::run(forget).await.map(drop)).await,
+        Ok(None) => {
+            dataset::saw(cluster::run(&dataset::check()).await?);
+            Ok(())
         }
+        Err(_) => Ok(()),
     }
-    if !dataset::due() {
-        return cluster::run(script).await;
-    }
-    let check = dataset::check();
-    let (answer, record) = crate::both(cluster::run(script), cluster::run(&check)).await;
-    if let Ok(record) = record {
-        dataset::saw(record);
-    }
-    answer
 }
 
 /// The users of `tenant` that have state in Redis, a batch after `cursor`
@@ -141,10 +139,10 @@ where
 {
     let mut call = Call::default();
     script.encode(&mut call);
-    let params = params(call);
+    let params = params(&call.keys, &call.args);
     let lua = S::lua();
     let params = &params;
-    let attempt = with_connection(slot, open, |connection| async move { eval(&connection, lua, params).await });
+    let attempt = with_connection(slot, open, |connection| async move { eval(&connection, lua, params, false).await });
     let values = match within(slot, S::DEADLINE, attempt).await {
         Some(Ok(values)) => values,
         Some(Err(e)) => return Err(unavailable(lua, &e.to_string())),
@@ -154,41 +152,47 @@ where
 }
 
 /// Redis could not run the script: logged with the script's name.
-fn unavailable(lua: &Lua, reason: &str) -> Error {
+pub(crate) fn unavailable(lua: &Lua, reason: &str) -> Error {
     eprintln!("unread: error: redis: {}: {reason}", lua.file);
     Error::Unavailable(format!("redis: {reason}"))
 }
 
 /// `EVALSHA sha numkeys keys... args...`: the number of keys, then the keys,
 /// then the arguments.
-fn params(call: Call) -> Vec<RedisParameter> {
-    let mut params = Vec::with_capacity(1 + call.keys.len() + call.args.len());
-    params.push(RedisParameter::Int64(call.keys.len() as i64));
-    params.extend(call.keys.into_iter().map(|k| RedisParameter::Binary(k.into_bytes())));
-    params.extend(call.args.into_iter().map(RedisParameter::Binary));
+pub(crate) fn params(keys: &[String], args: &[Vec<u8>]) -> Vec<RedisParameter> {
+    let mut params = Vec::with_capacity(1 + keys.len() + args.len());
+    params.push(RedisParameter::Int64(keys.len() as i64));
+    params.extend(keys.iter().map(|k| RedisParameter::Binary(k.as_bytes().to_vec())));
+    params.extend(args.iter().cloned().map(RedisParameter::Binary));
     params
 }
 
 /// `EVALSHA`, then `EVAL` once if Redis does not know the script (after a
-/// restart or `SCRIPT FLUSH`); `EVAL` caches it for the next call.
+/// restart or `SCRIPT FLUSH`); `EVAL` caches it for the next call. With
+/// `asking` (Redis Cluster's `ASK`), each is preceded by `ASKING`, which
+/// holds for the next command only.
 pub(crate) async fn eval(
     connection: &Connection,
     lua: &Lua,
     params: &[RedisParameter],
+    asking: bool,
 ) -> Result<Vec<RedisResult>, RedisError> {
-    let with = |head: &str| {
+    let send = async |command: &str, head: &str| {
+        if asking {
+            connection.execute("ASKING", Vec::new()).await?;
+        }
         let mut all = Vec::with_capacity(params.len() + 1);
         all.push(RedisParameter::Binary(head.as_bytes().to_vec()));
         all.extend(params.iter().cloned());
-        all
+        connection.execute(command, all).await
     };
-    match connection.execute("EVALSHA", with(&lua.sha1)).await {
-        Err(RedisError::Other(text)) if is_no_script(&text) => connection.execute("EVAL", with(&lua.text)).await,
+    match send("EVALSHA", &lua.sha1).await {
+        Err(RedisError::Other(text)) if is_no_script(&text) => send("EVAL", &lua.text).await,
         other => other,
     }
 }
 
-pub(crate) fn is_no_script(text: &str) -> bool {
+fn is_no_script(text: &str) -> bool {
     text.contains("NoScript") || text.contains("NOSCRIPT")
 }
 
@@ -200,7 +204,7 @@ pub(crate) fn is_no_script(text: &str) -> bool {
 async fn open() -> Result<Connection, RedisError> {
     let connection = connect().await?;
     match sql::configured().await {
-        Ok(Some(url)) => forget_stale(&connection, &url).await?,
+        Ok(Some(url)) => forget_stale(&url, async |forget| run_here(&connection, forget).await.map(drop)).await?,
         Ok(None) => dataset::saw(run_here(&connection, &dataset::check()).await?),
         Err(_) => {}
     }
@@ -211,7 +215,7 @@ async fn open() -> Result<Connection, RedisError> {
 async fn run_here<S: Script>(connection: &Connection, script: &S) -> Result<S::Reply, RedisError> {
     let mut call = Call::default();
     script.encode(&mut call);
-    let values = eval(connection, S::lua(), &params(call)).await?;
+    let values = eval(connection, S::lua(), &params(&call.keys, &call.args), false).await?;
     script.decode(&mut Reply::new(values)).map_err(|e| RedisError::Other(format!("{e:?}")))
 }
 
@@ -223,27 +227,16 @@ async fn connect() -> Result<Connection, RedisError> {
     Connection::open(&address).await
 }
 
-/// [`forget_stale`] on Redis Cluster.
-async fn forget_stale_on_cluster(url: &str) -> Result<(), Error> {
-    let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
-    if stale.is_empty() {
-        return Ok(());
-    }
-    let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
-    cluster::run(&ForgetLoaded { users: &users }).await?;
-    let _ = sql::forget_stale(url, &stale).await;
-    Ok(())
-}
-
-/// Applies the stale marks the SQL store holds, a batch at a time. A SQL
+/// Applies the stale marks the SQL store holds, a batch at a time, with
+/// `forget` (on the connection being opened, or on the cluster). A SQL
 /// store that cannot answer now leaves them for the next connection.
-async fn forget_stale(connection: &Connection, url: &str) -> Result<(), RedisError> {
+async fn forget_stale<E>(url: &str, forget: impl AsyncFnOnce(&ForgetLoaded<'_>) -> Result<(), E>) -> Result<(), E> {
     let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
     if stale.is_empty() {
         return Ok(());
     }
     let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
-    run_here(connection, &ForgetLoaded { users: &users }).await?;
+    forget(&ForgetLoaded { users: &users }).await?;
     // Marks written meanwhile stay for the next connection.
     let _ = sql::forget_stale(url, &stale).await;
     Ok(())
