@@ -115,6 +115,63 @@ async fn every_call_answers_on_a_cluster_as_on_one_redis() {
     assert!(!keys.iter().any(|k| k.starts_with("un:v2:head:")), "{keys:?}");
 }
 
+/// Drops a conversation's head wherever it is (as its time to live would),
+/// leaving its members' states.
+fn drop_head(app: &App, conversation: &str) {
+    let key = format!("un:v2:head:{{acme:{conversation}}}");
+    let mut dropped = 0;
+    for primary in app.cluster.as_ref().unwrap().primaries() {
+        // Only the owner takes it; the others answer MOVED.
+        dropped += redis::cmd("DEL").arg(&key).query::<i64>(&mut primary.connection().unwrap()).unwrap_or(0);
+    }
+    assert_eq!(dropped, 1, "{key}");
+}
+
+/// A touch on a cluster is checked by the conversation's head first: a
+/// message of another category than the head's is refused before anything
+/// is written; without a head, every part is checked before any part
+/// writes; and a member state older than the head takes the head's category
+/// with its badge moved out of the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_head_vouches_for_a_touchs_category() {
+    let app = cluster_app().await;
+    let group = members(9);
+    let names: Vec<&str> = group.iter().map(String::as_str).collect();
+    let mut first = message("acme", "h", 1, 1_000, "u0", &names);
+    first["category"] = json!("system");
+    assert_eq!(app.touch(first).await.status, 200);
+
+    // The head refuses another category; no member is written.
+    let refused = app.touch(message("acme", "h", 2, 1_002, "u0", &names)).await;
+    assert_eq!(refused.status, 409, "{:?}", refused.body);
+    for user in &names[1..] {
+        assert_eq!(app.row("acme", user, "h").await.unwrap()["last_seq"].as_u64(), Some(1), "{user}");
+    }
+
+    // Without its head, a member's own category still refuses the message,
+    // and nobody else is written.
+    drop_head(&app, "h");
+    let newcomer_and_member = ["v1", "v2", "v3", "u4"];
+    let refused = app.touch(message("acme", "h", 2, 1_002, "v1", &newcomer_and_member)).await;
+    assert_eq!(refused.status, 409, "{:?}", refused.body);
+    for user in ["v1", "v2", "v3"] {
+        assert!(app.row("acme", user, "h").await.is_none(), "{user} was written");
+    }
+    assert_eq!(app.row("acme", "u4", "h").await.unwrap()["last_seq"].as_u64(), Some(1));
+
+    // A new head in another category (its members had none), then a message
+    // that names a member from before it: the member follows the head, and
+    // its badge moves from the old category to the new one.
+    assert_eq!(app.touch(message("acme", "h", 2, 1_002, "v1", &["v1", "v2"])).await.status, 200);
+    assert_eq!(app.touch(message("acme", "h", 3, 1_003, "v1", &["v1", "v2", "u4"])).await.status, 200);
+    let row = app.row("acme", "u4", "h").await.unwrap();
+    assert_eq!((row["category"].as_str(), row["unread"].as_u64()), (Some("chat"), Some(3)), "{row}");
+    let badge = app.badge("acme", "u4").await.body;
+    assert_eq!(badge["total"].as_u64(), Some(3), "{badge}");
+    assert_eq!(badge["categories"], json!({"chat": 3}), "{badge}");
+    assert_eq!(unread_by_conversation(&app, "acme", "v2").await["h"], 3);
+}
+
 /// A list page reads its rows' previews from heads on every primary, and
 /// puts them back in the rows' order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

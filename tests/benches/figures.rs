@@ -565,21 +565,27 @@ async fn nodelay_comparison() {
 async fn cluster_comparison() {
     println!("\n== Redis Cluster (3 primaries + 3 replicas, same machine) against one Redis, 16 clients");
     println!("call                          one redis rps  p99 ms | cluster rps  p99 ms | cluster/one");
+    // Messages of turn `turn` (a later round each), in 1 000 one-to-one
+    // conversations.
+    let one_to_one = |turn: u64| -> Call {
+        let base = turn * 100_000;
+        call(move |app, i| async move {
+            let (a, b) = (format!("u{}", i % USERS), format!("u{}", (i + 1) % USERS));
+            let seq = base + 1 + (i / USERS) as u64;
+            app.touch(message("bench", &format!("d{}", i % USERS), seq, 1_764_460_800_000 + seq, &a, &[&a, &b])).await
+        })
+    };
     let mut apps = Vec::new();
     for cluster in [false, true] {
         let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
         let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
+        // A live app's messages go to conversations that exist.
+        let (_, _) = phase(&app, 16, USERS, &one_to_one(0)).await;
         apps.push(app);
     }
     // Each turn sends new messages (a later round), as a live app does.
     let turn_calls = |turn: u64| -> Vec<(&'static str, Call)> {
-        let base = turn * 100_000;
-        let one_to_one = call(move |app, i| async move {
-            let (a, b) = (format!("u{}", i % USERS), format!("u{}", (i + 1) % USERS));
-            let seq = base + 1 + (i / USERS) as u64;
-            app.touch(message("bench", &format!("d{}", i % USERS), seq, 1_764_460_800_000 + seq, &a, &[&a, &b])).await
-        });
-        let mut wanted: Vec<(&str, Call)> = vec![("touch (one-to-one)", one_to_one)];
+        let mut wanted: Vec<(&str, Call)> = vec![("touch (one-to-one)", one_to_one(turn + 1))];
         for (name, _, request) in calls(10 + turn) {
             if ["touch (group of 20)", "mark-read", "list (20 per page)", "badge"].contains(&name) {
                 wanted.push((name, request));

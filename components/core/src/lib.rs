@@ -30,7 +30,7 @@ use bindings::unread::core::types::{
 use config::Limits;
 use scripts::{
     Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, ReadHead, Recall, Role, Touch,
-    Touched,
+    TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -95,20 +95,18 @@ impl Guest for Core {
             max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
-            members,
-            check_only: false,
+            members: Vec::new(),
+            mode: TouchMode::All,
         };
-        if redis::is_cluster().await? {
-            // The parts of a touch on a cluster cannot refuse together: all
-            // are checked before any writes.
-            touch.check_only = true;
-            if let Touched::Conflict { user, category } = redis::run(&touch).await? {
-                return Err(category_conflict(&format!("for member {user:?}"), &category));
-            }
-            touch.check_only = false;
-        }
-        match redis::run(&touch).await? {
-            Touched::Conflict { user, category } => Err(category_conflict(&format!("for member {user:?}"), &category)),
+        let touched = if redis::is_cluster().await? {
+            touch_in_rounds(&mut touch, members).await?
+        } else {
+            touch.members = members;
+            redis::run(&touch).await?
+        };
+        match touched {
+            Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
+            Touched::Unvouched => Err(script::malformed()),
             Touched::Done { applied, unanswered } => {
                 answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
                 Ok(applied)
@@ -449,6 +447,38 @@ fn no_sql_store() -> Error {
 
 /// A touch in another category than the conversation's (`whose`: where the
 /// conversation has it).
+/// A touch on Redis Cluster, whose parts cannot refuse together: the head
+/// first, which refuses or vouches for the message's category, then the
+/// members; when the head cannot vouch (a new conversation), every part is
+/// checked before any part writes.
+async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
+    touch.mode = TouchMode::Head;
+    let head = redis::run(&*touch).await?;
+    touch.members = members;
+    match head {
+        refused @ Touched::Conflict { .. } => return Ok(refused),
+        Touched::Done { .. } => {
+            touch.mode = TouchMode::Members;
+            return redis::run(&*touch).await;
+        }
+        Touched::Unvouched => {}
+    }
+    touch.mode = TouchMode::Check;
+    if let refused @ Touched::Conflict { .. } = redis::run(&*touch).await? {
+        return Ok(refused);
+    }
+    touch.mode = TouchMode::All;
+    redis::run(&*touch).await
+}
+
+/// A touch refused for a member's category, or the head's.
+fn touched_conflict(user: Option<String>, category: &str) -> Error {
+    match user {
+        Some(user) => category_conflict(&format!("for member {user:?}"), category),
+        None => category_conflict("in its head", category),
+    }
+}
+
 fn category_conflict(whose: &str, category: &str) -> Error {
     Error::Conflict(format!("the conversation is in category {category:?} {whose}; a conversation keeps its category"))
 }

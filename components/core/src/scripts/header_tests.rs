@@ -116,7 +116,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             max_kept: 1000,
             require_loaded: false,
             members: vec![("u1".into(), Role::Sender), ("u2".into(), Role::Mentioned)],
-            check_only: false,
+            mode: TouchMode::All,
         }),
         encoded(&MarkRead {
             tenant: "t",

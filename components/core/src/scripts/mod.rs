@@ -42,7 +42,7 @@ pub use previews::{NO_PREVIEW, Previews};
 pub use rebuild::{Rebuild, Rebuilt, TruthUser};
 pub use recall::Recall;
 pub use set_flag::{FlagSet, SetFlag};
-pub use touch::{Role, Touch, Touched};
+pub use touch::{Role, Touch, TouchMode, Touched};
 pub use versions::Versions;
 pub use walk_users::WalkUsers;
 

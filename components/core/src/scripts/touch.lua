@@ -8,42 +8,59 @@
 -- conversation beyond what was kept) are not written but named in the
 -- reply: the caller rebuilds them from the truth, which holds this message.
 -- On Redis Cluster the head and each slot's members are separate parts
--- (the head's part has no members, or those of its slot), and a first round
--- with check_only = '1' looks for a conflict in every part before any part
--- writes.
--- Reply: {'ok', applied (0/1), n, n unanswerable users} or
--- {'conflict', user, category}.
+-- (the head's part has no members, or those of its slot), which cannot
+-- refuse together, so a touch goes in rounds (`mode`): 'head' first, the
+-- head alone: it refuses a message of another category than the head's and
+-- otherwise takes it, or, with no category to vouch for, writes nothing and
+-- answers 'unvouched'; then 'members', every member part without the head
+-- (a conversation lives in its head's category). Unvouched, a round of
+-- 'check' looks for a conflict in every part before a round of 'all'
+-- writes. Standalone Redis runs the whole touch in one step ('all').
+-- Reply: {'ok', applied (0/1), n, n unanswerable users}, {'unvouched'} or
+-- {'conflict', user ('' for the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl', 'check_only'},
+          'require_loaded', 'channel', 'head_ttl', 'mode'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
-local conv, category = A.conversation, A.category
+local conv, category, mode = A.conversation, A.category, A.mode
 local seq, score = tonumber(A.seq), A.score
 local max_conversations, max_kept = tonumber(A.max_conversations), tonumber(A.max_kept)
+
+if mode == 'head' then
+  local head = get_head(K.head)
+  if not head or head.category == '' then return {'unvouched'} end
+  if head.category ~= category then return {'conflict', '', head.category} end
+end
 
 -- A conversation lives in one category: refuse a change before writing.
 -- What each member has of it is read once, here.
 local found = {}
 for i, m in ipairs(members) do
   local st, where = find(m, conv)
-  if st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
+  if mode ~= 'members' and st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
     return {'conflict', m.user, st.category}
   end
   found[i] = {st = st, where = where}
 end
-if A.check_only == '1' then return {'ok', 0, 0} end
+if mode == 'check' then return {'ok', 0, 0} end
 
-if K then advance_head(K, seq, A.score, category, A.preview, A.head_ttl) end
+if K and mode ~= 'members' then advance_head(K, seq, A.score, category, A.preview, A.head_ttl) end
 
 -- Returns whether the member's state changed, and whether its numbers moved.
 local function touch_member(m, st, where)
   if st and has_flag(st, 'x') then return false, false end
   local before = where == 'conv' and counted(st) or NOTHING
   st = st or new_state(category)
-  st.category = category
   local changed, newer = where == nil, seq > st.last
+  if st.category ~= category then
+    -- Another category only after the head vouched for this one (a state
+    -- from before the head, on a cluster): the old category gives up what
+    -- the state counted there.
+    move_badge(m, st.category, before, NOTHING)
+    before, st.category, changed = NOTHING, category, true
+  end
   if newer then
     st.last = seq
     st.legacy = nil

@@ -33,9 +33,26 @@ pub struct Touch<'a> {
     pub require_loaded: bool,
     /// Every member once, with their role.
     pub members: Vec<(String, Role)>,
-    /// Only look for a category conflict, write nothing: the first round
-    /// of a touch on Redis Cluster, whose parts cannot refuse together.
-    pub check_only: bool,
+    /// Which step of the touch this call is.
+    pub mode: TouchMode,
+}
+
+/// The steps of a touch. Standalone Redis takes the whole touch in one; on
+/// Redis Cluster the head and the members' slots are separate parts, which
+/// cannot refuse together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TouchMode {
+    /// The whole touch, refused as a whole.
+    All,
+    /// The head alone: refuses another category than the head's, takes the
+    /// message when the head vouches for its category, and otherwise writes
+    /// nothing ([`Touched::Unvouched`]).
+    Head,
+    /// The members alone, after the head vouched for the category.
+    Members,
+    /// Only looks for a conflict in every part, writing nothing (before
+    /// [`TouchMode::All`] when the head could not vouch).
+    Check,
 }
 
 /// What a touch did.
@@ -43,8 +60,12 @@ pub enum Touched {
     /// Applied to the members Redis can answer for; `unanswered` are left
     /// to the SQL store.
     Done { applied: bool, unanswered: Vec<String> },
-    /// A member has the conversation in another category; nothing was written.
-    Conflict { user: String, category: String },
+    /// A member (none: the head) has the conversation in another category;
+    /// nothing was written.
+    Conflict { user: Option<String>, category: String },
+    /// The head holds no category to check the message's against; nothing
+    /// was written.
+    Unvouched,
 }
 
 impl Script for Touch<'_> {
@@ -67,7 +88,15 @@ impl Script for Touch<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
         call.arg("head_ttl", crate::HEAD_TTL);
-        call.arg("check_only", self.check_only);
+        call.arg(
+            "mode",
+            match self.mode {
+                TouchMode::All => "all",
+                TouchMode::Head => "head",
+                TouchMode::Members => "members",
+                TouchMode::Check => "check",
+            },
+        );
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);
@@ -85,7 +114,11 @@ impl Script for Touch<'_> {
     fn decode(&self, reply: &mut Reply) -> Result<Touched, Error> {
         match reply.text()?.as_str() {
             "ok" => Ok(Touched::Done { applied: reply.flag()?, unanswered: reply.texts()? }),
-            "conflict" => Ok(Touched::Conflict { user: reply.text()?, category: reply.text()? }),
+            "conflict" => {
+                let user = Some(reply.text()?).filter(|user| !user.is_empty());
+                Ok(Touched::Conflict { user, category: reply.text()? })
+            }
+            "unvouched" => Ok(Touched::Unvouched),
             _ => Err(malformed()),
         }
     }
@@ -94,7 +127,7 @@ impl Script for Touch<'_> {
         let (mut applied, mut unanswered) = (false, Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
-                conflict @ Touched::Conflict { .. } => return Ok(conflict),
+                refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
                 Touched::Done { applied: a, unanswered: u } => {
                     applied |= a;
                     unanswered.extend(u);
