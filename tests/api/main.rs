@@ -13,6 +13,7 @@ mod history;
 mod hostile;
 mod identity;
 mod isolation;
+mod large_groups;
 mod latency;
 mod logs;
 mod lost;

@@ -364,6 +364,7 @@ async fn main() {
     );
     entry_bytes().await;
     message_costs().await;
+    large_group_reads().await;
     token_costs().await;
     nodelay_comparison().await;
     cluster_comparison().await;
@@ -445,25 +446,41 @@ async fn entry_bytes() {
 /// What one message costs by the size of its conversation: the touch calls
 /// it takes (at most 500 members a call), the Redis commands its scripts run
 /// (every `cmdstat_` but the scripts' own), and messages per second at one
-/// client (after a warm-up message, so that no first call is timed).
+/// client (after a first message, so that no first call and no conversion
+/// is timed). Written to every member (`large_group_threshold` 0), and with
+/// read diffusion (the default), where after the first message the app
+/// names only the sender.
 async fn message_costs() {
-    println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages)");
-    println!("members   touch calls   commands per message   per member   messages/s");
-    let app = Arc::new(App::with(Setup::default()).await);
-    assert_eq!(app.touch(message("bench", "warm-up", 1, 1_764_470_000, "m0", &["m0", "m1"])).await.status, 200);
+    println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages after a first one)");
+    println!("members   how                 touch calls   commands per message   per member   messages/s");
+    let every =
+        Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..Setup::default() }).await);
+    let large = Arc::new(App::with(Setup::default()).await);
     let mut one_to_one = 0.0;
-    for (size, messages) in [(2usize, 500u64), (500, 100), (10_000, 20)] {
+    let cases = [
+        (&every, 2usize, 500u64, "every member"),
+        (&every, 500, 100, "every member"),
+        (&every, 10_000, 20, "every member"),
+        (&large, 500, 500, "read diffusion"),
+        (&large, 10_000, 500, "read diffusion"),
+    ];
+    for (app, size, messages, how) in cases {
         let conversation = format!("size{size}");
         let members: Vec<String> = (0..size).map(|k| format!("m{k}")).collect();
         let chunks: Vec<Vec<&str>> =
             members.chunks(500).map(|chunk| chunk.iter().map(String::as_str).collect()).collect();
-        let before = app.redis.commands_run();
-        let started = Instant::now();
-        for seq in 1..=messages {
-            for chunk in &chunks {
+        let send = async |seq: u64, chunks: &[Vec<&str>]| {
+            for chunk in chunks {
                 let answer = app.touch(message("bench", &conversation, seq, 1_764_470_000 + seq, "m0", chunk)).await;
                 assert_eq!(answer.status, 200, "{:?}", answer.body);
             }
+        };
+        send(1, &chunks).await;
+        let named = if how == "read diffusion" { vec![vec!["m0"]] } else { chunks.clone() };
+        let before = app.redis.commands_run();
+        let started = Instant::now();
+        for seq in 2..=messages + 1 {
+            send(seq, &named).await;
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
         let commands = (app.redis.commands_run() - before) as f64 / messages as f64;
@@ -471,10 +488,65 @@ async fn message_costs() {
             one_to_one = rate;
         }
         println!(
-            "{size:>7}   {:>11}   {commands:>20.0}   {:>10.1}   {rate:>10.1} ({:.3}x one-to-one)",
-            chunks.len(),
+            "{size:>7}   {how:<16}   {:>11}   {commands:>20.0}   {:>10.3}   {rate:>10.1} ({:.3}x one-to-one)",
+            named.len(),
             commands / size as f64,
             rate / one_to_one
+        );
+    }
+}
+
+/// A user in 200 large groups: list pages and badges at 16 clients (16
+/// such users), while one client sends messages to random groups, so that
+/// every read has messages to catch up with.
+async fn large_group_reads() {
+    const GROUPS: usize = 200;
+    let app = Arc::new(App::with(Setup::default()).await);
+    let readers: Vec<String> = (0..16).map(|k| format!("r{k}")).collect();
+    let fillers: Vec<String> = (0..100).map(|k| format!("f{k}")).collect();
+    let members: Vec<&str> = readers.iter().chain(&fillers).map(String::as_str).collect();
+    for g in 0..GROUPS {
+        let answer =
+            app.touch(message("bench", &format!("large{g}"), 1, 1_764_480_000 + g as u64, "f0", &members)).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    println!(
+        "\n== a user in {GROUPS} large groups ({} members each), 16 clients, while 1 client writes to them",
+        members.len()
+    );
+    println!(
+        "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | redis us/call | messages/s meanwhile"
+    );
+    let page = call(|app, i| async move { app.list("bench", &format!("r{}", i % 16), "limit=20").await });
+    let badge = call(|app, i| async move { app.badge("bench", &format!("r{}", i % 16)).await });
+    for (name, request) in [("list (20 per page)", page), ("badge", badge)] {
+        let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let writer = {
+            let (app, writing) = (app.clone(), writing.clone());
+            tokio::spawn(async move {
+                let mut sent = 0u64;
+                let started = Instant::now();
+                while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                    let seq = 2 + sent / GROUPS as u64 + u64::from(name == "badge") * 1_000_000;
+                    let group = format!("large{}", sent % GROUPS as u64);
+                    let answer = app.touch(message("bench", &group, seq, 1_764_490_000 + seq, "f1", &["f1"])).await;
+                    assert_eq!(answer.status, 200, "{:?}", answer.body);
+                    sent += 1;
+                }
+                sent as f64 / started.elapsed().as_secs_f64()
+            })
+        };
+        let (run, usec) = phase(&app, 16, 2_000, &request).await;
+        writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        let written = writer.await.unwrap();
+        println!(
+            "{name:<28} {:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} | {usec:>13.0} | {written:>10.0}",
+            run.calls,
+            run.rps(),
+            run.ms(0.5),
+            run.ms(0.9),
+            run.ms(0.99),
+            run.ms(1.0)
         );
     }
 }

@@ -39,9 +39,11 @@ pub async fn run(
             Some(url) if dry_run => from_truth(url, tenant, chunk, category, limits).await?,
             Some(url) => {
                 reconcile::check(url, tenant, chunk, limits).await?;
-                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk } }).await?
+                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
             }
-            None => redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk } }).await?,
+            None => {
+                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
+            }
         };
         let inventory: Inventory = inventory.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         report.users += inventory.len() as u32;
@@ -99,7 +101,15 @@ async fn clear(
             rows.iter().map(move |(conversation, seq, _)| Clearing { user, conversation, seq: *seq })
         })
         .collect();
-    redis::run(&ClearCategory { tenant, category, max_kept: limits.max_kept, clearings }).await.map(drop)
+    redis::run(&ClearCategory {
+        tenant,
+        category,
+        max_conversations: limits.max_conversations,
+        max_kept: limits.max_kept,
+        clearings,
+    })
+    .await
+    .map(drop)
 }
 
 /// The next batch of users: the SQL store's members, or without one the

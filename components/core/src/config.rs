@@ -24,6 +24,13 @@ impl Limits {
     }
 }
 
+/// A conversation becomes large (read diffusion: its messages are written
+/// once, and each member catches up on use) when one touch names more
+/// members than this (`large_group_threshold`, default 100; 0: never).
+pub async fn large_group_threshold() -> Result<u32, Error> {
+    number("large_group_threshold", 100).await
+}
+
 /// The per-user cap on pinned conversations (`max_pins`, default 5).
 pub async fn max_pins() -> Result<u32, Error> {
     positive("max_pins", 5).await

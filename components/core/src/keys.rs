@@ -18,7 +18,7 @@ const PREFIX: &str = "un:v2";
 
 /// The names of a user's keys as the scripts declare them (`USER_KEYS` in
 /// `prelude.lua`), in that order.
-pub const USER_KEYS: [&str; 8] = ["list", "conv", "kept", "age", "badge", "pinned", "marks", "meta"];
+pub const USER_KEYS: [&str; 9] = ["list", "conv", "kept", "age", "badge", "pinned", "marks", "meta", "groups"];
 
 /// The keys of one user's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,13 +74,14 @@ pub fn slot(key: &str) -> u16 {
 
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
-pub const CONVERSATION_KEYS: [&str; 3] = ["head", "recalls", "recent"];
+pub const CONVERSATION_KEYS: [&str; 4] = ["head", "recalls", "recent", "group"];
 
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
 /// many members list it; `recalls`, the previews recalls gave for messages
 /// not touched yet; `recent`, the messages the head held before, for a few
-/// seconds. The `head:` prefix keeps them apart from every user's keys.
+/// seconds; `group`, a large conversation's log (read diffusion). The
+/// `head:` prefix keeps them apart from every user's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationKeys {
     head: String,

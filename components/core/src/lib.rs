@@ -97,10 +97,17 @@ impl Guest for Core {
             require_loaded: store.is_some(),
             members: Vec::new(),
             mode: TouchMode::All,
+            large_threshold: 0,
         };
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
         } else {
+            // Read diffusion needs one Redis (a member's catch-up reads other
+            // slots) and no SQL store (a rebuild from the truth does not know
+            // a conversation is large).
+            if store.is_none() {
+                touch.large_threshold = config::large_group_threshold().await?;
+            }
             touch.members = members;
             redis::run(&touch).await?
         };
@@ -129,6 +136,7 @@ impl Guest for Core {
             conversation: &conversation,
             seq,
             ahead: READ_AHEAD,
+            max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
         };
@@ -154,6 +162,7 @@ impl Guest for Core {
             after: after.as_ref(),
             category: category.as_deref(),
             require_loaded: store.is_some(),
+            limits: Limits::read().await?,
         };
         let answer = match redis::run(&list).await {
             // The second round: the page's previews, from their heads.
@@ -195,6 +204,7 @@ impl Guest for Core {
             conversation: &conversation,
             seq,
             preview: preview.as_deref().unwrap_or_default(),
+            max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
             members: Members { tenant: &tenant, users: &users },
@@ -254,7 +264,12 @@ impl Guest for Core {
 
     async fn badge(who: Principal, category: Option<String>) -> Result<AppBadge, Error> {
         let store = sql::configured().await?;
-        let badge = Badge { tenant: &who.tenant, user: &who.user, require_loaded: store.is_some() };
+        let badge = Badge {
+            tenant: &who.tenant,
+            user: &who.user,
+            require_loaded: store.is_some(),
+            limits: Limits::read().await?,
+        };
         let answer = redis::run(&badge).await;
         let whom = &who;
         let badge = or_from_truth(answer, &store, &who, false, |url, version| async move {

@@ -2,6 +2,7 @@
 
 use crate::Error;
 use crate::bindings::unread::core::types::AppBadge;
+use crate::config::Limits;
 use crate::keys::UserKeys;
 use crate::script::{Call, Lua, Reply, Script, lua, malformed};
 use crate::scripts::Loaded;
@@ -11,6 +12,8 @@ pub struct Badge<'a> {
     pub tenant: &'a str,
     pub user: &'a str,
     pub require_loaded: bool,
+    /// What the user keeps, as their large conversations catch up.
+    pub limits: Limits,
 }
 
 impl Script for Badge<'_> {
@@ -23,6 +26,8 @@ impl Script for Badge<'_> {
     fn encode(&self, call: &mut Call) {
         UserKeys::new(self.tenant, self.user).encode(call);
         call.arg("require_loaded", self.require_loaded);
+        call.arg("max_conversations", self.limits.max_conversations);
+        call.arg("max_kept", self.limits.max_kept);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {

@@ -2,11 +2,12 @@
 -- category (listed or kept) with something unread or marked unread.
 -- Reply per user: user, n, then n rows of (conversation, last seq, unread).
 local _, A, users = declare {
-  args = {'category'},
+  args = {'category', 'max_conversations', 'max_kept'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local out = {}
 for _, u in ipairs(users) do
+  catch_up(u, A.max_conversations, A.max_kept)
   out[#out + 1] = u.user
   local count_at = #out + 1
   out[count_at] = 0

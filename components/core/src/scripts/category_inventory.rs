@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::Error;
+use crate::config::Limits;
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::Members;
 
@@ -10,6 +11,8 @@ use crate::scripts::Members;
 pub struct CategoryInventory<'a> {
     pub category: &'a str,
     pub members: Members<'a>,
+    /// What the users keep, as their large conversations catch up.
+    pub limits: Limits,
 }
 
 /// Per user: (user, [(conversation, last seq, unread)]).
@@ -25,6 +28,8 @@ impl Script for CategoryInventory<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.arg("category", self.category);
+        call.arg("max_conversations", self.limits.max_conversations);
+        call.arg("max_kept", self.limits.max_kept);
         self.members.encode(call, |_, _| {});
     }
 

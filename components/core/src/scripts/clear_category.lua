@@ -4,7 +4,7 @@
 -- One item per (user, conversation), a user's items together.
 -- Reply: how many conversations changed.
 local _, A, items = declare {
-  args = {'category', 'max_kept', 'channel'},
+  args = {'category', 'max_conversations', 'max_kept', 'channel'},
   each = {keys = USER_KEYS, args = {'user', 'conversation', 'seq'}},
 }
 local changed, pending = 0, nil
@@ -12,8 +12,13 @@ local function flush()
   if pending then publish(A.channel, pending.user, nil, nil, pending) end
   pending = nil
 end
+local caught_up
 for _, item in ipairs(items) do
   if pending and pending.user ~= item.user then flush() end
+  if caught_up ~= item.user then
+    caught_up = item.user
+    catch_up(item, A.max_conversations, A.max_kept)
+  end
   local conv, seq = item.conversation, tonumber(item.seq)
   local st, where = find(item, conv)
   if st and st.category == A.category and not has_flag(st, 'x') and (seq > st.read or has_flag(st, 'u')) then

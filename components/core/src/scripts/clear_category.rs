@@ -17,6 +17,7 @@ pub struct Clearing<'a> {
 pub struct ClearCategory<'a> {
     pub tenant: &'a str,
     pub category: &'a str,
+    pub max_conversations: u32,
     pub max_kept: u32,
     pub clearings: Vec<Clearing<'a>>,
 }
@@ -32,6 +33,7 @@ impl Script for ClearCategory<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.arg("category", self.category);
+        call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("channel", events_channel(self.tenant));
         call.each(&self.clearings, |item, clearing| {

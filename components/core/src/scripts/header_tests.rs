@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
+use crate::config::Limits;
 use crate::keys::{CONVERSATION_KEYS, USER_KEYS, slot};
 use crate::script::{Call, Names, Script};
 use crate::sql::TruthRow;
@@ -102,6 +103,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
     let row = TruthRow::sample();
     let cursor = ListCursor { section: 0, score: 5, conversation: "c".into() };
     let flag = ConversationFlag::Muted(true);
+    let limits = Limits { max_conversations: 100, max_kept: 1000 };
     let pairs = vec![("t".to_string(), "u1".to_string()), ("t".to_string(), "u2".to_string())];
     [
         encoded(&Touch {
@@ -117,6 +119,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             require_loaded: false,
             members: vec![("u1".into(), Role::Sender), ("u2".into(), Role::Mentioned)],
             mode: TouchMode::All,
+            large_threshold: 100,
         }),
         encoded(&MarkRead {
             tenant: "t",
@@ -124,6 +127,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             conversation: "c",
             seq: 1,
             ahead: 10,
+            max_conversations: 100,
             max_kept: 1000,
             require_loaded: true,
         }),
@@ -134,8 +138,9 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             after: Some(&cursor),
             category: None,
             require_loaded: false,
+            limits,
         }),
-        encoded(&Badge { tenant: "t", user: "u", require_loaded: false }),
+        encoded(&Badge { tenant: "t", user: "u", require_loaded: false, limits }),
         encoded(&SetFlag {
             tenant: "t",
             user: "u",
@@ -150,6 +155,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             conversation: "c",
             seq: 1,
             preview: "",
+            max_conversations: 100,
             max_kept: 1000,
             require_loaded: false,
             members: members(),
@@ -170,10 +176,11 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&CategoryInventory { category: "chat", members: members() }),
+        encoded(&CategoryInventory { category: "chat", members: members(), limits }),
         encoded(&ClearCategory {
             tenant: "t",
             category: "chat",
+            max_conversations: 100,
             max_kept: 1000,
             clearings: vec![
                 Clearing { user: "u", conversation: "c", seq: 3 },

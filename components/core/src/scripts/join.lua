@@ -7,9 +7,11 @@
 -- rebuilt from the truth instead.)
 -- On Redis Cluster the members of other slots than the head's come without
 -- it: they take the head's text, read first, as the argument `head`.
+-- A member of a large conversation catches up on use from then on, from
+-- the start of its log (what is at or below the cursor counts for nothing).
 -- Reply: how many members' state changed.
 local K, A, members = declare {
-  keys = {'head'},
+  keys = {'head', 'group'},
   args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
@@ -59,8 +61,11 @@ local function join_member(m)
   return true
 end
 
+local large = K and log_counter(K.group)
 local changed = 0
 for _, m in ipairs(members) do
+  catch_up(m, A.max_conversations, max_kept)
   if join_member(m) then changed = changed + 1 end
+  if large then join_large(m, conv, 0, K.head, K.group) end
 end
 return changed

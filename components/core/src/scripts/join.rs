@@ -26,7 +26,7 @@ impl Script for Join<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.members.tenant, self.conversation).encode_only(call, &["head"]);
+        ConversationKeys::new(self.members.tenant, self.conversation).encode_only(call, &["head", "group"]);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("max_conversations", self.max_conversations);

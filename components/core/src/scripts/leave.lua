@@ -14,6 +14,8 @@ local _, A, members = declare {
 local conv, max_conversations, max_kept = A.conversation, tonumber(A.max_conversations), tonumber(A.max_kept)
 local removed, unanswered = 0, {}
 for _, m in ipairs(members) do
+  redis.call('HDEL', m.groups, conv)
+  catch_up(m, max_conversations, max_kept)
   local st, where = find(m, conv)
   local known = redis.call('EXISTS', m.meta) == 1
   if unloaded(m, A.require_loaded) then

@@ -7,9 +7,10 @@
 -- rows...} (rows as conversation_row; a next page starts after the last).
 local U, A = declare {
   keys = USER_KEYS,
-  args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded'},
+  args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept'},
 }
 if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
+catch_up(U, A.max_conversations, A.max_kept)
 local limit, only = tonumber(A.limit), A.category
 local after_section, after_score, after_conv = tonumber(A.section), tonumber(A.score), A.conversation
 

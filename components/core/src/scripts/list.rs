@@ -2,6 +2,7 @@
 
 use crate::Error;
 use crate::bindings::unread::core::types::{Conversation, Page};
+use crate::config::Limits;
 use crate::keys::UserKeys;
 use crate::script::{Call, Lua, Reply, Script, lua, malformed};
 use crate::scripts::Loaded;
@@ -94,6 +95,8 @@ pub struct List<'a> {
     pub after: Option<&'a ListCursor>,
     pub category: Option<&'a str>,
     pub require_loaded: bool,
+    /// What the user keeps, as their large conversations catch up.
+    pub limits: Limits,
 }
 
 impl Script for List<'_> {
@@ -120,6 +123,8 @@ impl Script for List<'_> {
         }
         call.arg("category", self.category.unwrap_or_default());
         call.arg("require_loaded", self.require_loaded);
+        call.arg("max_conversations", self.limits.max_conversations);
+        call.arg("max_kept", self.limits.max_kept);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {

@@ -3,11 +3,13 @@
 -- unread, mentions, badge...} with status 'ok', 'kept', 'early' or 'gone'.
 local U, A = declare {
   keys = USER_KEYS,
-  args = {'user', 'conversation', 'seq', 'ahead', 'max_kept', 'idle_ttl', 'require_loaded', 'channel'},
+  args = {'user', 'conversation', 'seq', 'ahead', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded',
+          'channel'},
 }
 if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, A.conversation)) then
   return {'miss', version(U)}
 end
+catch_up(U, A.max_conversations, A.max_kept)
 local status, read, now, moved = read_up_to(U, A.conversation, tonumber(A.seq), tonumber(A.ahead),
   tonumber(A.max_kept))
 if moved then publish(A.channel, A.user, A.conversation, now, U) end

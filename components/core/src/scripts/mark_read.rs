@@ -13,6 +13,7 @@ pub struct MarkRead<'a> {
     pub conversation: &'a str,
     pub seq: u64,
     pub ahead: u64,
+    pub max_conversations: u32,
     pub max_kept: u32,
     pub require_loaded: bool,
 }
@@ -31,6 +32,7 @@ impl Script for MarkRead<'_> {
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("ahead", self.ahead);
+        call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);

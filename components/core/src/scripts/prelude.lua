@@ -19,6 +19,9 @@
 --                 layout kept here; pruned like the others)
 --   meta    hash  v: version, bumped by every change; loaded: built from the SQL
 --                 store; partial: the truth holds more than Redis kept
+--   groups  hash  large conversation -> `applied NL head key NL group key`: how far
+--                 in the group's log the user's state has caught up, and where
+--                 the head and the log are (see catch_up)
 --
 -- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
 -- message (seq, list score, category, preview); recalls, seq -> the preview a
@@ -26,7 +29,10 @@
 -- messages the head held before (`seq:preview`, newest first, a few, for
 -- seconds: a list page reads its rows, then their previews, and a message
 -- may come in between). Previews live there once per conversation, never in
--- a user's state.
+-- a user's state. group, only for a large conversation (read diffusion): a
+-- zset, the log of its recalls (`r<seq>`) and @all mentions (`a<seq>`)
+-- scored by a counter, and the counter itself as `#`, moved by every
+-- message and entry (the log keeps the newest LOG_ENTRIES).
 --
 -- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
@@ -37,8 +43,8 @@
 -- Numbers above 1e14 lose digits through Lua's tostring, so every number that
 -- goes back to Redis is formatted with int().
 
-local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta'}
-local CONVERSATION_KEYS = {'head', 'recalls', 'recent'}
+local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta', 'groups'}
+local CONVERSATION_KEYS = {'head', 'recalls', 'recent', 'group'}
 
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
@@ -408,7 +414,7 @@ end
 -- no call leaves keys behind for good for a user that holds nothing.
 local function idle(u, ttl)
   if redis.call('ZCARD', u.list) == 0 then
-    for _, key in ipairs({u.meta, u.kept, u.age, u.marks}) do redis.call('EXPIRE', key, ttl) end
+    for _, key in ipairs({u.meta, u.kept, u.age, u.marks, u.groups}) do redis.call('EXPIRE', key, ttl) end
   end
 end
 
@@ -416,7 +422,7 @@ end
 -- none listed is no longer idle.
 local function enlist(u, conv, st, score)
   if redis.call('ZCARD', u.list) == 0 then
-    for _, key in ipairs({u.meta, u.kept, u.age, u.marks}) do redis.call('PERSIST', key) end
+    for _, key in ipairs({u.meta, u.kept, u.age, u.marks, u.groups}) do redis.call('PERSIST', key) end
   end
   redis.call('HDEL', u.kept, conv)
   redis.call('ZREM', u.age, conv)
@@ -526,4 +532,173 @@ local function conversation_row(out, u, conv, st, score)
     out[#out + 1] = v
   end
   return out
+end
+
+-- A message reaches a member -------------------------------------------------
+
+-- The member's state takes message `msg.seq` of `conv` (list score
+-- `msg.score`, category `msg.category`): `msg.role` 's' sent it (it reads the
+-- conversation for them), 'm' mentioned by name, '' neither; `msg.mention_all`;
+-- `msg.recalled` and `msg.all` are seqs recalled and mentioning everyone,
+-- from a large conversation's log. Idempotent and order-free: an older
+-- message never moves the conversation but still brings its mention if it
+-- is unread; a left or deleted conversation stays gone. Returns whether the
+-- state changed, whether its numbers moved, and what it counts now.
+local function reach(m, conv, st, where, msg, max_conversations, max_kept)
+  if st and has_flag(st, 'x') then return false, false end
+  local seq, category = msg.seq, msg.category
+  local before = where == 'conv' and counted(st) or NOTHING
+  st = st or new_state(category)
+  local changed, newer = where == nil, seq > st.last
+  if st.category ~= category then
+    -- Another category only after the head vouched for this one (a state
+    -- from before the head, on a cluster): the old category gives up what
+    -- the state counted there.
+    move_badge(m, st.category, before, NOTHING)
+    before, st.category, changed = NOTHING, category, true
+  end
+  if newer then
+    st.last = seq
+    st.legacy = nil
+    changed = true
+  end
+  if msg.role == 's' and (seq > st.read or has_flag(st, 'u')) then
+    -- Writing to a conversation reads it: the sender's mark-unread goes too.
+    st.read = math.max(st.read, seq)
+    set_flag(st, 'u', false)
+    changed = true
+  end
+  for _, s in ipairs(msg.recalled or {}) do
+    if s > st.read and not has_mark(m, conv, 'r', s) then
+      redis.call('ZREM', m.marks, mark(conv, 'm', s))
+      add_mark(m, conv, st, 'r', s)
+      changed = true
+    end
+  end
+  local mentions = msg.all or {}
+  if msg.role == 'm' or (msg.mention_all and msg.role ~= 's') then mentions = {seq, unpack(mentions)} end
+  for _, s in ipairs(mentions) do
+    if s > st.read and not has_mark(m, conv, 'm', s) and not has_mark(m, conv, 'r', s) then
+      add_mark(m, conv, st, 'm', s)
+      changed = true
+    end
+  end
+  if not changed then return false, false end
+  if where == 'kept' and not newer then
+    -- A late message of a conversation that is not listed leaves it there.
+    keep(m, conv, st, max_kept)
+    return true, false
+  end
+  if where ~= 'conv' then
+    enlist(m, conv, st, msg.score)
+  elseif newer then
+    redis.call('ZADD', m.list, msg.score, conv)
+  end
+  local now = save(m, conv, before, st)
+  -- Only a conversation newly listed can push another one out.
+  local trimmed = where ~= 'conv' and trim(m, max_conversations, max_kept)
+  return true, differs(before, now) or trimmed, now
+end
+
+-- Large conversations (read diffusion) ---------------------------------------
+
+-- A large conversation's log keeps this many recalls and @all mentions: a
+-- member whose state is further behind than that misses the oldest.
+local LOG_ENTRIES = 1024
+
+-- The log's counter: what moved it (messages and entries); nil when the
+-- conversation is not large.
+local function log_counter(group)
+  local counter = redis.call('ZSCORE', group, '#')
+  return counter and tonumber(counter)
+end
+
+-- Makes the conversation large (its log starts empty).
+local function make_large(group)
+  redis.call('ZADD', group, 'NX', 0, '#')
+end
+
+-- Logs a recall ('r') or an @all mention ('a') of message `seq`, once.
+local function log_entry(group, kind, seq)
+  local entry = kind .. int(seq)
+  if redis.call('ZSCORE', group, entry) then return false end
+  local counter = redis.call('ZINCRBY', group, 1, '#')
+  redis.call('ZADD', group, counter, entry)
+  if redis.call('ZCARD', group) > LOG_ENTRIES + 1 then
+    -- The oldest entry goes (the counter scores above every entry).
+    redis.call('ZREMRANGEBYRANK', group, 0, 0)
+  end
+  return true
+end
+
+-- A message moved the head: members have something to catch up with.
+local function log_message(group)
+  redis.call('ZINCRBY', group, 1, '#')
+end
+
+-- The event of a large conversation's message, once for all its members
+-- (who get no event each, but the sender and those mentioned by name).
+local function publish_conversation(channel, conv, seq)
+  redis.call('PUBLISH', channel, cjson.encode({user = cjson.null, conversation = conv, seq = seq, large = true}))
+end
+
+local function membership(applied, head_key, group_key)
+  return int(applied) .. '\n' .. head_key .. '\n' .. group_key
+end
+
+-- Records that the member's state of large conversation `conv` has caught up
+-- with its log up to `applied`.
+local function join_large(u, conv, applied, head_key, group_key)
+  redis.call('HSET', u.groups, conv, membership(applied, head_key, group_key))
+end
+
+-- Brings the member's state of one large conversation up to its head and
+-- log, with the step every message takes (`reach`). Returns whether it
+-- changed.
+local function catch_up_one(u, conv, value, max_conversations, max_kept)
+  local applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
+  local counter = head_key and log_counter(group_key)
+  -- Nothing came since: one read per large conversation.
+  if counter and counter == tonumber(applied) then return false end
+  local st, where = find(u, conv)
+  if not counter or (st and has_flag(st, 'x')) then
+    -- No longer large (deleted), or the member left.
+    redis.call('HDEL', u.groups, conv)
+    return false
+  end
+  applied = tonumber(applied)
+  local head = get_head(head_key)
+  -- A state evicted from kept comes back as a message brings it back.
+  if not st and not head then return false end
+  local msg = {role = '', recalled = {}, all = {}}
+  if head then
+    msg.seq, msg.score, msg.category = head.seq, head.score, head.category
+  else
+    msg.seq, msg.score, msg.category = st.last, st.score, st.category
+  end
+  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', group_key, '(' .. int(applied), int(counter))) do
+    local kind, seq = string.match(entry, '^([ra])(%d+)$')
+    if kind == 'r' then msg.recalled[#msg.recalled + 1] = tonumber(seq)
+    elseif kind == 'a' then msg.all[#msg.all + 1] = tonumber(seq) end
+  end
+  local changed = reach(u, conv, st, where, msg, max_conversations, max_kept)
+  join_large(u, conv, counter, head_key, group_key)
+  return changed
+end
+
+-- A large conversation's messages are written once, to its head and log;
+-- each member's state catches up when the member's keys are next used, by
+-- any call that reads or publishes them: then every number, badge and event
+-- is what writing every member would have made it. Reads the heads and logs
+-- of other slots (one Redis only: on a cluster no conversation is large).
+-- Returns whether any state changed.
+local function catch_up(u, max_conversations, max_kept)
+  local changed = false
+  local groups = redis.call('HGETALL', u.groups)
+  for i = 1, #groups, 2 do
+    if catch_up_one(u, groups[i], groups[i + 1], tonumber(max_conversations), tonumber(max_kept)) then
+      changed = true
+    end
+  end
+  return changed
 end

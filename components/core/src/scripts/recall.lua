@@ -7,18 +7,25 @@
 -- replay, or a message the member already read, changes nothing. Members the
 -- SQL store must answer for are named in the reply, not written (see
 -- touch.lua).
+-- A large conversation logs the recall instead, for every member to catch
+-- up with on use; of the members named, those that catch up on use are not
+-- written (nor counted in the reply).
 -- Reply: {dropped (members whose unread dropped), n, n users}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
-  args = {'conversation', 'seq', 'preview', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'head_ttl'},
+  args = {'conversation', 'seq', 'preview', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel',
+          'head_ttl'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
 
 -- On Redis Cluster the head is a part of its own (K is nil elsewhere).
 if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
+local large = K and log_counter(K.group)
+if large and log_entry(K.group, 'r', seq) then publish_conversation(A.channel, conv, seq) end
 
 local function recall_member(m)
+  catch_up(m, A.max_conversations, max_kept)
   local st, where = find(m, conv)
   if st and has_flag(st, 'x') then return false end
   st = st or new_state()
@@ -48,7 +55,7 @@ local dropped, unanswered = 0, {}
 for _, m in ipairs(members) do
   if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
     unanswered[#unanswered + 1] = m.user
-  elseif recall_member(m) then
+  elseif not (large and redis.call('HEXISTS', m.groups, conv) == 1) and recall_member(m) then
     dropped = dropped + 1
   end
 end

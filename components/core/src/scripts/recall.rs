@@ -12,6 +12,7 @@ pub struct Recall<'a> {
     pub conversation: &'a str,
     pub seq: u64,
     pub preview: &'a str,
+    pub max_conversations: u32,
     pub max_kept: u32,
     pub require_loaded: bool,
     pub members: Members<'a>,
@@ -30,6 +31,7 @@ impl Script for Recall<'_> {
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("preview", self.preview);
+        call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);

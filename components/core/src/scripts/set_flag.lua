@@ -11,6 +11,7 @@ local conv, flag, on = A.conversation, A.flag, A.on == '1'
 if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, conv)) then
   return {'miss', version(U)}
 end
+catch_up(U, A.max_conversations, A.max_kept)
 local st, where = find(U, conv)
 if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown', version(U)} end
 

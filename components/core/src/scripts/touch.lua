@@ -21,7 +21,7 @@
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl', 'mode'},
+          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -46,64 +46,54 @@ for i, m in ipairs(members) do
 end
 if mode == 'check' then return {'ok', 0, 0} end
 
-if K and mode ~= 'members' then advance_head(K, seq, A.score, category, A.preview, A.head_ttl) end
-
--- Returns whether the member's state changed, and whether its numbers moved.
-local function touch_member(m, st, where)
-  if st and has_flag(st, 'x') then return false, false end
-  local before = where == 'conv' and counted(st) or NOTHING
-  st = st or new_state(category)
-  local changed, newer = where == nil, seq > st.last
-  if st.category ~= category then
-    -- Another category only after the head vouched for this one (a state
-    -- from before the head, on a cluster): the old category gives up what
-    -- the state counted there.
-    move_badge(m, st.category, before, NOTHING)
-    before, st.category, changed = NOTHING, category, true
+-- A large conversation (read diffusion: above large_threshold members
+-- named at once, then for good) takes the message in its head and log only;
+-- of its members, those it names that catch up on use already are not
+-- written unless they sent it or are mentioned by name. The others it names
+-- are written, and catch up on use from then on.
+local group = K and mode == 'all' and K.group
+local counter = group and log_counter(group)
+local threshold = tonumber(A.large_threshold)
+local converts = group and not counter and threshold > 0 and #members > threshold
+if counter or converts then
+  local head = get_head(K.head)
+  if head and head.category ~= '' and head.category ~= category then return {'conflict', '', head.category} end
+end
+if converts then
+  make_large(group)
+  counter = 0
+end
+local advanced = K and mode ~= 'members' and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
+if counter then
+  if A.mention_all == '1' and log_entry(group, 'a', seq) then
+    advanced = true
+  elseif advanced then
+    log_message(group)
   end
-  if newer then
-    st.last = seq
-    st.legacy = nil
-    changed = true
-  end
-  if m.role == 's' and (seq > st.read or has_flag(st, 'u')) then
-    -- Writing to a conversation reads it: the sender's mark-unread goes too.
-    st.read = math.max(st.read, seq)
-    set_flag(st, 'u', false)
-    changed = true
-  end
-  local mentioned = m.role == 'm' or (A.mention_all == '1' and m.role ~= 's')
-  if mentioned and seq > st.read and not has_mark(m, conv, 'm', seq) and not has_mark(m, conv, 'r', seq) then
-    add_mark(m, conv, st, 'm', seq)
-    changed = true
-  end
-  if not changed then return false, false end
-  if where == 'kept' and not newer then
-    -- A late message of a conversation that is not listed leaves it there.
-    keep(m, conv, st, max_kept)
-    return true, false
-  end
-  if where ~= 'conv' then
-    enlist(m, conv, st, score)
-  elseif newer then
-    redis.call('ZADD', m.list, score, conv)
-  end
-  local now = save(m, conv, before, st)
-  -- Only a conversation newly listed can push another one out.
-  local trimmed = where ~= 'conv' and trim(m, max_conversations, max_kept)
-  return true, differs(before, now) or trimmed, now
+  counter = log_counter(group)
 end
 
+local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
 local applied, unanswered = 0, {}
 for i, m in ipairs(members) do
   local st, where = found[i].st, found[i].where
+  local large = counter and redis.call('HGET', m.groups, conv)
   if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not st) then
     unanswered[#unanswered + 1] = m.user
-  else
-    local changed, moved, now = touch_member(m, st, where)
+  elseif not (large and m.role == '') then
+    -- The member's large conversations first, so that the event below
+    -- carries the whole badge.
+    if catch_up(m, max_conversations, max_kept) then st, where = find(m, conv) end
+    msg.role = m.role
+    local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
     if changed then applied = 1 end
+    if counter and not large and not (st and has_flag(st, 'x')) then join_large(m, conv, counter, K.head, group) end
     if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
   end
+end
+if counter and advanced then
+  applied = 1
+  publish_conversation(A.channel, conv, seq)
 end
 local out = {'ok', applied, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end

@@ -35,6 +35,9 @@ pub struct Touch<'a> {
     pub members: Vec<(String, Role)>,
     /// Which step of the touch this call is.
     pub mode: TouchMode,
+    /// A conversation becomes large (read diffusion) when one touch names
+    /// more members than this; 0: none becomes large.
+    pub large_threshold: u32,
 }
 
 /// The steps of a touch. Standalone Redis takes the whole touch in one; on
@@ -97,6 +100,7 @@ impl Script for Touch<'_> {
                 TouchMode::Check => "check",
             },
         );
+        call.arg("large_threshold", self.large_threshold);
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);

@@ -1,0 +1,218 @@
+//! Large conversations (read diffusion): past `large_group_threshold`
+//! members a message is written once, to the conversation's head and log,
+//! and each member's state catches up when the member's keys are next used.
+//! What members see must be exactly what writing every member shows: a
+//! seeded random history runs on two apps side by side, one writing every
+//! member of every conversation, one with read diffusion, and compares what
+//! members see after every step.
+
+use std::collections::BTreeSet;
+
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::support::{App, Events, Setup, message};
+
+/// Members of the large group: more than the threshold below.
+const MEMBERS: usize = 60;
+const THRESHOLD: &str = "50";
+
+fn member(i: usize) -> String {
+    format!("m{i}")
+}
+
+async fn app(threshold: &str) -> App {
+    App::with(Setup {
+        max_conversations: 4,
+        variables: vec![("large_group_threshold", threshold.to_string())],
+        ..Setup::default()
+    })
+    .await
+}
+
+/// What a user sees: every row of the whole list (its numbers, flags and
+/// preview), then the badge.
+async fn seen(app: &App, user: &str) -> Value {
+    let rows = app.whole_list("acme", user, 3).await;
+    let badge = app.badge("acme", user).await.body;
+    json!({"rows": rows, "badge": {"total": badge["total"], "muted": badge["muted"], "mentions": badge["mentions"],
+           "categories": badge["categories"]}})
+}
+
+/// The two apps, and the history's state that decides the next step.
+struct Pair {
+    /// Writes every member it is told of.
+    every: App,
+    /// Read diffusion: after the first message, told only of the sender and
+    /// the mentioned.
+    large: App,
+    members: BTreeSet<String>,
+    left: BTreeSet<String>,
+    last: u64,
+    /// One-to-one conversations beside the group, for trims and badges.
+    side_seq: u64,
+}
+
+impl Pair {
+    /// A message of the group, by `sender`.
+    async fn message(&mut self, sender: &str, mentions: &[String], mention_all: bool) {
+        self.last += 1;
+        let everyone: Vec<&str> = self.members.iter().map(String::as_str).collect();
+        let mut named = vec![sender];
+        named.extend(mentions.iter().map(String::as_str));
+        for (app, members) in [(&self.every, &everyone), (&self.large, &named)] {
+            let mut body = message("acme", "big", self.last, 10_000 + self.last, sender, members);
+            body["mentions"] = json!(mentions);
+            body["mention_all"] = json!(mention_all);
+            let answer = app.touch(body).await;
+            assert_eq!(answer.status, 200, "{:?}", answer.body);
+        }
+    }
+
+    /// A one-to-one message between `a` and `b`, newer than the group's.
+    async fn side(&mut self, a: &str, b: &str) {
+        self.side_seq += 1;
+        let conversation = format!("side-{a}-{b}");
+        for app in [&self.every, &self.large] {
+            let body = message("acme", &conversation, self.side_seq, 10_000 + self.last + self.side_seq, a, &[a, b]);
+            assert_eq!(app.touch(body).await.status, 200);
+        }
+    }
+
+    async fn both(&self, call: impl AsyncFn(&App) -> u16) {
+        let (every, large) = (call(&self.every).await, call(&self.large).await);
+        assert_eq!(every, large, "the two apps answered differently");
+    }
+}
+
+/// A seeded random history on a group past the threshold, on two apps: one
+/// writing every member, one with read diffusion. After every step a few
+/// members, and at the end every member, see the same rows, numbers,
+/// previews and badges on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_of_a_large_group_see_what_writing_every_member_shows() {
+    let seed: u64 = std::env::var("UNREAD_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (every, large) = tokio::join!(app("0"), app(THRESHOLD));
+    let mut pair =
+        Pair { every, large, members: (0..MEMBERS).map(member).collect(), left: BTreeSet::new(), last: 0, side_seq: 0 };
+    // The first message names every member: the group becomes large.
+    let everyone: Vec<String> = pair.members.iter().cloned().collect();
+    let everyone: Vec<&str> = everyone.iter().map(String::as_str).collect();
+    pair.last = 1;
+    for app in [&pair.every, &pair.large] {
+        assert_eq!(app.touch(message("acme", "big", 1, 10_001, "m0", &everyone)).await.status, 200);
+    }
+    let group_log: bool = pair.large.redis.command(&["EXISTS", "un:v2:head:{acme:big}:group"]);
+    assert!(group_log, "the group did not become large");
+
+    for step in 0..120 {
+        let members: Vec<String> = pair.members.iter().cloned().collect();
+        let someone = members.choose(&mut rng).unwrap().clone();
+        let what = rng.random_range(0..100);
+        let mut involved = vec![someone.clone()];
+        match what {
+            0..40 => {
+                let count = rng.random_range(0..3);
+                let mentions: Vec<String> =
+                    members.choose_multiple(&mut rng, count).filter(|m| **m != someone).cloned().collect();
+                involved.extend(mentions.iter().cloned());
+                pair.message(&someone, &mentions, rng.random_bool(0.1)).await;
+            }
+            40..55 => {
+                let seq = rng.random_range(pair.last.saturating_sub(5).max(1)..=pair.last + 1);
+                pair.both(async |app| app.mark_read("acme", &someone, "big", seq).await.status).await;
+            }
+            55..63 => {
+                let seq = rng.random_range(pair.last.saturating_sub(4).max(1)..=pair.last);
+                let named: Vec<&str> = members.iter().map(String::as_str).collect();
+                let preview = (seq == pair.last).then(|| json!({"text": format!("recalled {seq}")}));
+                pair.both(async |app| app.recall("acme", "big", seq, &named, preview.clone()).await.status).await;
+            }
+            63..70 => {
+                let muted = rng.random_bool(0.5);
+                pair.both(async |app| app.flag("acme", &someone, "big", "mute", json!({"muted": muted})).await.status)
+                    .await;
+            }
+            70..74 => {
+                pair.both(async |app| app.flag("acme", &someone, "big", "mark-unread", json!({})).await.status).await;
+            }
+            74..78 if pair.members.len() > 40 => {
+                pair.both(async |app| app.leave("acme", "big", &[&someone]).await.status).await;
+                pair.members.remove(&someone);
+                pair.left.insert(someone.clone());
+            }
+            78..82 => {
+                let newcomer = match pair.left.iter().next().cloned() {
+                    Some(back) if rng.random_bool(0.5) => back,
+                    _ => format!("n{step}"),
+                };
+                let last = pair.last;
+                pair.both(async |app| app.join("acme", "big", last, &[&newcomer]).await.status).await;
+                pair.left.remove(&newcomer);
+                pair.members.insert(newcomer.clone());
+                involved.push(newcomer);
+            }
+            _ => {
+                // A few members talk to many: their lists overflow, and the
+                // group goes out of them and comes back.
+                let other = member(rng.random_range(0..4));
+                if other != someone {
+                    pair.side(&someone, &other).await;
+                    involved.push(other);
+                }
+            }
+        }
+        involved.extend(members.choose_multiple(&mut rng, 3).cloned());
+        for user in involved {
+            let (every, large) = tokio::join!(seen(&pair.every, &user), seen(&pair.large, &user));
+            assert_eq!(every, large, "seed {seed}, step {step}: {user} sees something else with read diffusion");
+        }
+    }
+    let everyone: BTreeSet<String> = pair.members.union(&pair.left).cloned().collect();
+    for user in everyone {
+        let (every, large) = tokio::join!(seen(&pair.every, &user), seen(&pair.large, &user));
+        assert_eq!(every, large, "seed {seed}, at the end: {user} sees something else with read diffusion");
+    }
+}
+
+/// A message to a large group costs Redis a few commands whatever its size,
+/// publishes one event for the conversation (and one per member mentioned
+/// by name, and the sender's), and every member counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_to_a_large_group_is_written_once() {
+    let app = app("100").await;
+    let members: Vec<String> = (0..400).map(member).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let before = app.redis.commands_run();
+    assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+    let converting = app.redis.commands_run() - before;
+    assert!(converting > 400 * 3, "the first message writes every member it names: {converting}");
+
+    let mut events = Events::subscribe(&app, "acme");
+    let before = app.redis.commands_run();
+    let mut body = message("acme", "big", 2, 1_002, "m1", &["m1", "m7"]);
+    body["mentions"] = json!(["m7"]);
+    assert_eq!(app.touch(body).await.status, 200);
+    let commands = app.redis.commands_run() - before;
+    assert!(commands < 60, "a message to 400 members took {commands} commands");
+    let events = events.take();
+    let conversation: Vec<&Value> = events.iter().filter(|e| e["user"].is_null()).collect();
+    assert_eq!(conversation.len(), 1, "{events:?}");
+    assert_eq!(conversation[0]["conversation"], "big");
+    assert_eq!(conversation[0]["seq"], 2);
+    let users: BTreeSet<&str> = events.iter().filter_map(|e| e["user"].as_str()).collect();
+    assert_eq!(users, BTreeSet::from(["m1", "m7"]), "{events:?}");
+
+    for (user, unread, mentions) in [("m0", 1, 0), ("m1", 0, 0), ("m7", 2, 1), ("m399", 2, 0)] {
+        let row = app.row("acme", user, "big").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["mentions"].as_u64()), (Some(unread), Some(mentions)), "{user}");
+        assert_eq!(row["preview"]["text"], "message 2", "{user}");
+        assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(unread), "{user}");
+    }
+    // A member's next call pays for what came: the state is written then.
+    let state: Option<String> = app.redis.command(&["HGET", "un:v2:{acme:m399}:conv", "big"]);
+    assert!(state.unwrap().starts_with("2:0:"), "m399 caught up on reading");
+}
