@@ -296,10 +296,14 @@ const HEADER: &str = "call                          calls      rps   p50 ms   p9
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let started = Instant::now();
-    let app = Arc::new(App::with(Setup::default()).await);
+    // Every member written, whatever the group's size: read diffusion has
+    // figures of its own below.
+    let every_member = vec![("large_group_threshold", "0".to_string())];
+    let app = Arc::new(App::with(Setup { variables: every_member, ..Setup::default() }).await);
     println!("\nunread functions served by the host (Spin 4.1's instance reuse), a private redis-server, cache-only;");
     println!("{USERS} users, groups of {GROUP}; keep-alive clients; 'redis' columns: the same scripts with the same");
-    println!("arguments sent by a native client straight to Redis; fn/404: rps against the no-I/O route's.");
+    println!("arguments sent by a native client straight to Redis; fn/404: rps against the no-I/O route's;");
+    println!("every member of a group written (large_group_threshold 0; read diffusion: below).");
     for (level, clients) in LEVELS.iter().copied().enumerate() {
         println!("\n== {clients} client(s)");
         println!("{HEADER}");
