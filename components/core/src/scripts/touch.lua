@@ -1,5 +1,6 @@
 -- A message was stored: the conversation's head takes its preview (once,
--- for every member) and every member's state moves, in one atomic step. Role:
+-- for every member) and every member's state moves, in one atomic step (in
+-- a large conversation, below, when each member next uses unread). Role:
 -- 's' the sender (the message reads the conversation for them), 'm'
 -- mentioned, '' neither. Idempotent and order-free: an older message that
 -- arrives late never moves the conversation nor its preview, but still
