@@ -4,7 +4,8 @@
 //! What members see must be exactly what writing every member shows: a
 //! seeded random history runs on two apps side by side, one writing every
 //! member of every conversation, one with read diffusion, and compares what
-//! members see after every step.
+//! members see after every step, before the group grows past the threshold
+//! and after.
 
 use std::collections::BTreeSet;
 
@@ -15,15 +16,17 @@ use serde_json::{Value, json};
 
 use crate::support::{App, Events, Setup, message};
 
-/// Members of the large group: more than the threshold below.
-const MEMBERS: usize = 60;
-const THRESHOLD: &str = "50";
+/// Members of the group at first (under the threshold), and how many join
+/// at once halfway (taking it past the threshold).
+const MEMBERS: usize = 45;
+const JOINING: usize = 15;
+const THRESHOLD: usize = 50;
 
 fn member(i: usize) -> String {
     format!("m{i}")
 }
 
-async fn app(threshold: &str) -> App {
+async fn app(threshold: usize) -> App {
     App::with(Setup {
         max_conversations: 4,
         variables: vec![("large_group_threshold", threshold.to_string())],
@@ -45,9 +48,11 @@ async fn seen(app: &App, user: &str) -> Value {
 struct Pair {
     /// Writes every member it is told of.
     every: App,
-    /// Read diffusion: after the first message, told only of the sender and
-    /// the mentioned.
+    /// Read diffusion: told of every member until a message names more
+    /// than the threshold, then only of the sender and the mentioned.
     large: App,
+    /// Whether a message named more members than the threshold.
+    crossed: bool,
     members: BTreeSet<String>,
     left: BTreeSet<String>,
     last: u64,
@@ -62,6 +67,10 @@ impl Pair {
         let everyone: Vec<&str> = self.members.iter().map(String::as_str).collect();
         let mut named = vec![sender];
         named.extend(mentions.iter().map(String::as_str));
+        if !self.crossed {
+            self.crossed = everyone.len() > THRESHOLD;
+            named = everyone.clone();
+        }
         for (app, members) in [(&self.every, &everyone), (&self.large, &named)] {
             let mut body = message("acme", "big", self.last, 10_000 + self.last, sender, members);
             body["mentions"] = json!(mentions);
@@ -87,28 +96,39 @@ impl Pair {
     }
 }
 
-/// A seeded random history on a group past the threshold, on two apps: one
-/// writing every member, one with read diffusion. After every step a few
-/// members, and at the end every member, see the same rows, numbers,
-/// previews and badges on both.
+/// A seeded random history on a group that grows past the threshold
+/// halfway, on two apps: one writing every member, one with read diffusion.
+/// After every step a few members, and at the end every member, see the
+/// same rows, numbers, previews and badges on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn members_of_a_large_group_see_what_writing_every_member_shows() {
     let seed: u64 = std::env::var("UNREAD_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     let mut rng = StdRng::seed_from_u64(seed);
-    let (every, large) = tokio::join!(app("0"), app(THRESHOLD));
-    let mut pair =
-        Pair { every, large, members: (0..MEMBERS).map(member).collect(), left: BTreeSet::new(), last: 0, side_seq: 0 };
-    // The first message names every member: the group becomes large.
-    let everyone: Vec<String> = pair.members.iter().cloned().collect();
-    let everyone: Vec<&str> = everyone.iter().map(String::as_str).collect();
-    pair.last = 1;
-    for app in [&pair.every, &pair.large] {
-        assert_eq!(app.touch(message("acme", "big", 1, 10_001, "m0", &everyone)).await.status, 200);
-    }
-    let group_log: bool = pair.large.redis.command(&["EXISTS", "un:v2:head:{acme:big}:group"]);
-    assert!(group_log, "the group did not become large");
+    let (every, large) = tokio::join!(app(0), app(THRESHOLD));
+    let mut pair = Pair {
+        every,
+        large,
+        crossed: false,
+        members: (0..MEMBERS).map(member).collect(),
+        left: BTreeSet::new(),
+        last: 0,
+        side_seq: 0,
+    };
+    pair.message("m0", &[], false).await;
+    let is_large = |pair: &Pair| -> bool { pair.large.redis.command(&["EXISTS", "un:v2:head:{acme:big}:group"]) };
+    assert!(!is_large(&pair), "under the threshold the group is not large");
 
     for step in 0..120 {
+        if step == 40 {
+            // The group grows past the threshold; its next message crosses.
+            let joining: Vec<String> = (MEMBERS..MEMBERS + JOINING).map(member).collect();
+            let names: Vec<&str> = joining.iter().map(String::as_str).collect();
+            let last = pair.last;
+            pair.both(async |app| app.join("acme", "big", last, &names).await.status).await;
+            pair.members.extend(joining);
+            pair.message("m1", &[], false).await;
+            assert!(pair.crossed && is_large(&pair), "the group did not become large");
+        }
         let members: Vec<String> = pair.members.iter().cloned().collect();
         let someone = members.choose(&mut rng).unwrap().clone();
         let what = rng.random_range(0..100);
@@ -183,7 +203,7 @@ async fn members_of_a_large_group_see_what_writing_every_member_shows() {
 /// by name, and the sender's), and every member counts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_message_to_a_large_group_is_written_once() {
-    let app = app("100").await;
+    let app = app(100).await;
     let members: Vec<String> = (0..400).map(member).collect();
     let names: Vec<&str> = members.iter().map(String::as_str).collect();
     let before = app.redis.commands_run();
