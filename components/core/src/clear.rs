@@ -37,11 +37,10 @@ pub async fn run(
         let inventory = match &store {
             // A dry run writes nothing, not even a repair: it reads the truth.
             Some(url) if dry_run => from_truth(url, tenant, chunk, category, limits).await?,
-            Some(url) => {
-                reconcile::check(url, tenant, chunk, limits).await?;
-                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
-            }
-            None => {
+            _ => {
+                if let Some(url) = &store {
+                    reconcile::check(url, tenant, chunk, limits).await?;
+                }
                 redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
             }
         };

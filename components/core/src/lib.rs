@@ -460,8 +460,6 @@ fn no_sql_store() -> Error {
     Error::NoSqlStore("this call needs the SQL store: set the sql_url variable".into())
 }
 
-/// A touch in another category than the conversation's (`whose`: where the
-/// conversation has it).
 /// A touch on Redis Cluster, whose parts cannot refuse together: the head
 /// first, which refuses or vouches for the message's category, then the
 /// members; when the head cannot vouch (a new conversation), every part is
@@ -494,6 +492,8 @@ fn touched_conflict(user: Option<String>, category: &str) -> Error {
     }
 }
 
+/// A touch in another category than the conversation's (`whose`: where the
+/// conversation has it).
 fn category_conflict(whose: &str, category: &str) -> Error {
     Error::Conflict(format!("the conversation is in category {category:?} {whose}; a conversation keeps its category"))
 }

@@ -173,6 +173,15 @@ local function drop_marks(u, conv)
   redis.call('ZREMRANGEBYLEX', u.marks, '[' .. conv .. '\0', '(' .. conv .. '\1')
 end
 
+-- Message `seq` was recalled: unless the member had read it, it counts
+-- neither as unread nor as a mention. Returns whether the state changed.
+local function mark_recalled(u, conv, st, seq)
+  if seq <= st.read or has_mark(u, conv, 'r', seq) then return false end
+  redis.call('ZREM', u.marks, mark(conv, 'm', seq))
+  add_mark(u, conv, st, 'r', seq)
+  return true
+end
+
 -- Marks at or below the cursor can never count again and go; the counts are
 -- those of the marks in (read, last]. O(log n) in the marks kept.
 local function settle_marks(u, conv, st)
@@ -569,11 +578,7 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
     changed = true
   end
   for _, s in ipairs(msg.recalled or {}) do
-    if s > st.read and not has_mark(m, conv, 'r', s) then
-      redis.call('ZREM', m.marks, mark(conv, 'm', s))
-      add_mark(m, conv, st, 'r', s)
-      changed = true
-    end
+    if mark_recalled(m, conv, st, s) then changed = true end
   end
   local mentions = msg.all or {}
   if msg.role == 'm' or (msg.mention_all and msg.role ~= 's') then mentions = {seq, unpack(mentions)} end
@@ -657,16 +662,16 @@ end
 -- changed.
 local function catch_up_one(u, conv, value, max_conversations, max_kept)
   local applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
+  applied = tonumber(applied)
   local counter = head_key and log_counter(group_key)
   -- Nothing came since: one read per large conversation.
-  if counter and counter == tonumber(applied) then return false end
+  if counter and counter == applied then return false end
   local st, where = find(u, conv)
   if not counter or (st and has_flag(st, 'x')) then
     -- No longer large (deleted), or the member left.
     redis.call('HDEL', u.groups, conv)
     return false
   end
-  applied = tonumber(applied)
   local head = get_head(head_key)
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end

@@ -31,11 +31,7 @@ local function recall_member(m)
   st = st or new_state()
   local before = where == 'conv' and counted(st) or NOTHING
   local changed = where == nil
-  if seq > st.read and not has_mark(m, conv, 'r', seq) then
-    redis.call('ZREM', m.marks, mark(conv, 'm', seq))
-    add_mark(m, conv, st, 'r', seq)
-    changed = true
-  end
+  if mark_recalled(m, conv, st, seq) then changed = true end
   if preview ~= '' and st.legacy and st.last == seq and st.legacy ~= preview then
     st.legacy = preview
     changed = true

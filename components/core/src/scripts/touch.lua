@@ -29,10 +29,16 @@ local conv, category, mode = A.conversation, A.category, A.mode
 local seq, score = tonumber(A.seq), A.score
 local max_conversations, max_kept = tonumber(A.max_conversations), tonumber(A.max_kept)
 
-if mode == 'head' then
+-- The category the head holds ('' if none, or no head).
+local function head_category()
   local head = get_head(K.head)
-  if not head or head.category == '' then return {'unvouched'} end
-  if head.category ~= category then return {'conflict', '', head.category} end
+  return head and head.category or ''
+end
+
+if mode == 'head' then
+  local held = head_category()
+  if held == '' then return {'unvouched'} end
+  if held ~= category then return {'conflict', '', held} end
 end
 
 -- A conversation lives in one category: refuse a change before writing.
@@ -57,8 +63,8 @@ local counter = group and log_counter(group)
 local threshold = tonumber(A.large_threshold)
 local converts = group and not counter and threshold > 0 and #members > threshold
 if counter or converts then
-  local head = get_head(K.head)
-  if head and head.category ~= '' and head.category ~= category then return {'conflict', '', head.category} end
+  local held = head_category()
+  if held ~= '' and held ~= category then return {'conflict', '', held} end
 end
 if converts then
   make_large(group)
