@@ -195,6 +195,13 @@ impl RedisServer {
         keys
     }
 
+    /// A field of a hash the app stored, from whichever primary holds it.
+    pub fn stored(&self, key: &str, field: &str) -> Option<String> {
+        self.primaries().into_iter().find_map(|mut connection| {
+            redis::cmd("HGET").arg(key).arg(field).query::<Option<String>>(&mut connection).ok().flatten()
+        })
+    }
+
     /// Redis commands run so far, inside scripts included (every `cmdstat_`
     /// line of `INFO commandstats` but the scripts' own calls and `INFO`).
     pub fn commands_run(&self) -> u64 {

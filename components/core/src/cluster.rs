@@ -31,6 +31,7 @@ use crate::Error;
 use crate::cached::timed;
 use crate::redis::{eval, params, unavailable};
 use crate::script::{Lua, Part, PartReply, Reply, Script};
+use crate::scripts::{GroupLogs, NO_LOGS_YET, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -172,15 +173,43 @@ pub fn redirect(text: &str) -> Option<Redirect> {
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     let mut call = crate::script::Call::default();
     script.encode(&mut call);
+    let logs_at = call.logs_at();
+    if let Some(at) = logs_at {
+        call.args[at] = NO_LOGS_YET.as_bytes().to_vec();
+    }
     let parts = call.parts()?;
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
-    let replies = all(parts.into_iter().map(|part| run_part(lua, part, until))).await;
+    let replies = all(parts.into_iter().map(|part| run_caught_up(lua, part, logs_at, until))).await;
     let mut done = Vec::with_capacity(replies.len());
     for reply in replies {
         done.push(reply?);
     }
     script.merge(done)
+}
+
+/// One part; if its users are members of large conversations, whose heads
+/// and logs live in other slots, the script asks for them first (it writes
+/// nothing then): they are read from their slots, and the part runs again
+/// with them (see `take_logs` in `prelude.lua`).
+async fn run_caught_up(
+    lua: &'static Lua,
+    mut part: Part,
+    logs_at: Option<usize>,
+    until: Instant,
+) -> Result<PartReply, Error> {
+    let mut values = run_part(lua, &part, until).await?;
+    if let (Some(at), Some(wanted)) = (logs_at, logs_wanted(&values)?) {
+        // Boxed: reading the logs runs a script on the cluster too.
+        let logs = GroupLogs { wanted: &wanted };
+        let read: Pin<Box<dyn Future<Output = Result<Vec<String>, Error>>>> = Box::pin(run(&logs));
+        part.call.args[at] = GroupLogs::argument(read.await?);
+        values = run_part(lua, &part, until).await?;
+        if logs_wanted(&values)?.is_some() {
+            return Err(crate::script::malformed());
+        }
+    }
+    Ok(PartReply { items: part.items, reply: Reply::new(values) })
 }
 
 /// Runs a script without keys on the `index`th primary (sorted by
@@ -207,9 +236,9 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
 }
 
 /// One part, to its slot's node, following redirects.
-async fn run_part(lua: &'static Lua, part: Part, until: Instant) -> Result<PartReply, Error> {
+async fn run_part(lua: &'static Lua, part: &Part, until: Instant) -> Result<Vec<RedisResult>, Error> {
     let params = params(&part.call.keys, &part.call.args);
-    let values = deadline(until, async {
+    deadline(until, async {
         // Where a redirect sent the part: (node, with ASKING).
         let mut sent_to: Option<(String, bool)> = None;
         let mut last_error = String::new();
@@ -256,8 +285,7 @@ async fn run_part(lua: &'static Lua, part: Part, until: Instant) -> Result<PartR
         }
         Err(unavailable(lua, &format!("gave up after {MAX_ATTEMPTS} attempts: {last_error}")))
     })
-    .await?;
-    Ok(PartReply { items: part.items, reply: Reply::new(values) })
+    .await
 }
 
 /// Why a part did not run on a node.

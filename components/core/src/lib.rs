@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Badge, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, ReadHead, Recall, Role, Touch,
-    TouchMode, Touched,
+    Badge, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, ReadHead, Recall, Role,
+    Touch, TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -98,23 +98,24 @@ impl Guest for Core {
             members: Vec::new(),
             mode: TouchMode::All,
             large_threshold: 0,
+            named: u32::try_from(members.len()).unwrap_or(u32::MAX),
+            large: None,
         };
+        // Read diffusion needs no SQL store: a rebuild from the truth does
+        // not know a conversation is large.
+        if store.is_none() {
+            touch.large_threshold = config::large_group_threshold().await?;
+        }
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
         } else {
-            // Read diffusion needs one Redis (a member's catch-up reads other
-            // slots) and no SQL store (a rebuild from the truth does not know
-            // a conversation is large).
-            if store.is_none() {
-                touch.large_threshold = config::large_group_threshold().await?;
-            }
             touch.members = members;
             redis::run(&touch).await?
         };
         match touched {
             Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
             Touched::Unvouched => Err(script::malformed()),
-            Touched::Done { applied, unanswered } => {
+            Touched::Done { applied, unanswered, .. } => {
                 answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
                 Ok(applied)
             }
@@ -231,7 +232,7 @@ impl Guest for Core {
         // On a cluster, the members outside the head's slot take it from here.
         let head = match redis::is_cluster().await? {
             true => redis::run(&ReadHead { tenant: &tenant, conversation: &conversation }).await?,
-            false => String::new(),
+            false => HeadRead::default(),
         };
         let join = Join {
             head: &head,
@@ -461,27 +462,34 @@ fn no_sql_store() -> Error {
 }
 
 /// A touch on Redis Cluster, whose parts cannot refuse together: the head
-/// first, which refuses or vouches for the message's category, then the
-/// members; when the head cannot vouch (a new conversation), every part is
-/// checked before any part writes.
+/// first, which refuses or vouches for the message's category and takes it
+/// (in a large conversation, into its log), then the members, told what the
+/// head's round answered of the log; when the head cannot vouch (a new
+/// conversation), every part is checked before the head takes the message.
 async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
     touch.mode = TouchMode::Head;
-    let head = redis::run(&*touch).await?;
-    touch.members = members;
-    match head {
-        refused @ Touched::Conflict { .. } => return Ok(refused),
-        Touched::Done { .. } => {
-            touch.mode = TouchMode::Members;
-            return redis::run(&*touch).await;
+    let mut head = redis::run(&*touch).await?;
+    if let Touched::Unvouched = head {
+        touch.members = members.clone();
+        touch.mode = TouchMode::Check;
+        if let refused @ Touched::Conflict { .. } = redis::run(&*touch).await? {
+            return Ok(refused);
         }
-        Touched::Unvouched => {}
+        touch.members = Vec::new();
+        touch.mode = TouchMode::First;
+        head = redis::run(&*touch).await?;
     }
-    touch.mode = TouchMode::Check;
-    if let refused @ Touched::Conflict { .. } = redis::run(&*touch).await? {
-        return Ok(refused);
-    }
-    touch.mode = TouchMode::All;
-    redis::run(&*touch).await
+    let Touched::Done { applied, large, .. } = head else { return Ok(head) };
+    touch.members = members;
+    touch.mode = TouchMode::Members;
+    touch.large = large;
+    let touched = redis::run(&*touch).await?;
+    Ok(match touched {
+        Touched::Done { applied: by_members, unanswered, .. } => {
+            Touched::Done { applied: applied || by_members, large, unanswered }
+        }
+        refused => refused,
+    })
 }
 
 /// A touch refused for a member's category, or the head's.

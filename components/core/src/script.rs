@@ -112,6 +112,8 @@ pub struct Call {
     pub args: Vec<Vec<u8>>,
     /// Where the repeated items start, and their shape (see [`Call::each`]).
     items: Option<Items>,
+    /// Which argument is `logs` (see [`Call::logs`]).
+    logs_at: Option<usize>,
     #[cfg(test)]
     names: Names,
 }
@@ -200,6 +202,21 @@ impl Call {
         #[cfg(test)]
         self.names.args.push(name);
         let _ = name;
+    }
+
+    /// The fixed argument `logs` of a script that catches its users up with
+    /// their large conversations (`take_logs` in `prelude.lua`): empty, so
+    /// that on one Redis the script reads the conversations' heads and logs
+    /// itself; on Redis Cluster, where they live in other slots, the cluster
+    /// client fills it in ([`crate::scripts::GroupLogs`]).
+    pub fn logs(&mut self) {
+        self.logs_at = Some(self.args.len());
+        self.arg("logs", "");
+    }
+
+    /// The index of the `logs` argument, if the script takes one.
+    pub fn logs_at(&self) -> Option<usize> {
+        self.logs_at
     }
 
     /// One repeated item per element of `items` (after every fixed key and

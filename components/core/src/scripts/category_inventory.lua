@@ -2,9 +2,11 @@
 -- category (listed or kept) with something unread or marked unread.
 -- Reply per user: user, n, then n rows of (conversation, last seq, unread).
 local _, A, users = declare {
-  args = {'category', 'max_conversations', 'max_kept'},
+  args = {'category', 'max_conversations', 'max_kept', 'logs'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
+local wanted = take_logs(A.logs, users)
+if wanted then return wanted end
 local out = {}
 for _, u in ipairs(users) do
   catch_up(u, A.max_conversations, A.max_kept)

@@ -4,9 +4,11 @@
 -- One item per (user, conversation), a user's items together.
 -- Reply: how many conversations changed.
 local _, A, items = declare {
-  args = {'category', 'max_conversations', 'max_kept', 'channel'},
+  args = {'category', 'max_conversations', 'max_kept', 'channel', 'logs'},
   each = {keys = USER_KEYS, args = {'user', 'conversation', 'seq'}},
 }
+local wanted = take_logs(A.logs, items)
+if wanted then return wanted end
 local changed, pending = 0, nil
 local function flush()
   if pending then publish(A.channel, pending.user, nil, nil, pending) end

@@ -1,4 +1,4 @@
-//! `head.lua`: a conversation's head as stored.
+//! `head.lua`: a conversation's head as stored, and whether it is large.
 
 use crate::Error;
 use crate::keys::ConversationKeys;
@@ -10,19 +10,27 @@ pub struct ReadHead<'a> {
     pub conversation: &'a str,
 }
 
-impl Script for ReadHead<'_> {
+/// A conversation's head, for the members of a join in other slots.
+#[derive(Default)]
+pub struct HeadRead {
     /// The head's text; empty without one.
-    type Reply = String;
+    pub text: String,
+    /// The conversation is large (read diffusion).
+    pub large: bool,
+}
+
+impl Script for ReadHead<'_> {
+    type Reply = HeadRead;
 
     fn lua() -> &'static Lua {
         lua!("head.lua")
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.tenant, self.conversation).encode_only(call, &["head"]);
+        ConversationKeys::new(self.tenant, self.conversation).encode_only(call, &["head", "group"]);
     }
 
-    fn decode(&self, reply: &mut Reply) -> Result<String, Error> {
-        reply.text()
+    fn decode(&self, reply: &mut Reply) -> Result<HeadRead, Error> {
+        Ok(HeadRead { text: reply.text()?, large: reply.flag()? })
     }
 }

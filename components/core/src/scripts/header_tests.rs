@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use super::group_logs::{LOGS_WANTED, WantedLog};
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
 use crate::config::Limits;
-use crate::keys::{CONVERSATION_KEYS, USER_KEYS, slot};
+use crate::keys::{CONVERSATION_KEYS, ConversationKeys, USER_KEYS, slot};
 use crate::script::{Call, Names, Script};
 use crate::sql::TruthRow;
 
@@ -120,6 +121,8 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             members: vec![("u1".into(), Role::Sender), ("u2".into(), Role::Mentioned)],
             mode: TouchMode::All,
             large_threshold: 100,
+            named: 2,
+            large: None,
         }),
         encoded(&MarkRead {
             tenant: "t",
@@ -166,7 +169,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             max_conversations: 100,
             max_kept: 1000,
             members: members(),
-            head: "",
+            head: &HeadRead::default(),
         }),
         encoded(&ReadHead { tenant: "t", conversation: "c" }),
         encoded(&Leave {
@@ -203,6 +206,20 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         encoded(&Heads { tenant: "t", heads: vec![&row, &other] }),
         encoded(&Previews { tenant: "t", rows: &[row_of("c", 3), row_of("d", 4)] }),
         encoded(&Dataset { remembered: String::new() }),
+        encoded(&GroupLogs {
+            wanted: &[
+                WantedLog {
+                    head: ConversationKeys::new("t", "c").key("head"),
+                    group: ConversationKeys::new("t", "c").key("group"),
+                    after: 3,
+                },
+                WantedLog {
+                    head: ConversationKeys::new("t", "d").key("head"),
+                    group: ConversationKeys::new("t", "d").key("group"),
+                    after: 0,
+                },
+            ],
+        }),
     ]
     .into_iter()
     .collect()
@@ -234,6 +251,12 @@ fn the_prelude_names_the_users_and_conversations_keys_as_keys_rs_does() {
         let line = prelude.lines().find(|l| l.starts_with(&format!("local {list} "))).unwrap();
         assert_eq!(names(Some(&line[line.find('{').unwrap()..])), names_in_rust, "{list}");
     }
+}
+
+#[test]
+fn a_request_for_logs_is_marked_alike_in_lua_and_rust() {
+    let line = crate::script::PRELUDE.lines().find(|l| l.starts_with("local LOGS_WANTED = ")).unwrap();
+    assert_eq!(line, format!("local LOGS_WANTED = '{LOGS_WANTED}'"));
 }
 
 #[test]
@@ -283,6 +306,7 @@ fn the_scripts_that_span_slots_are_known() {
             "category_inventory.lua",
             "clear_category.lua",
             "forget_loaded.lua",
+            "group_logs.lua",
             "heads.lua",
             "join.lua",
             "leave.lua",
@@ -349,5 +373,5 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
             split.push(file);
         }
     }
-    assert_eq!(split.len(), 11, "the scripts that span slots are split: {split:?}");
+    assert_eq!(split.len(), 12, "the scripts that span slots are split: {split:?}");
 }

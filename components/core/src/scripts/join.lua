@@ -6,18 +6,27 @@
 -- a touch of it would have listed it. (With a SQL store the members are
 -- rebuilt from the truth instead.)
 -- On Redis Cluster the members of other slots than the head's come without
--- it: they take the head's text, read first, as the argument `head`.
+-- it: they take the head's text, and whether the conversation is large
+-- (`large`, 1 or 0), read first, as arguments.
 -- A member of a large conversation catches up on use from then on, from
--- the start of its log (what is at or below the cursor counts for nothing).
+-- the start of its log (what is at or below the cursor counts for nothing);
+-- its membership records `head_key` and `group_key`.
 -- Reply: how many members' state changed.
 local K, A, members = declare {
   keys = {'head', 'group'},
-  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head'},
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'head_key',
+          'group_key', 'logs'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)
-local head
-if K then head = get_head(K.head) else head = decode_head(A.head) end
+local wanted = take_logs(A.logs, members)
+if wanted then return wanted end
+local head, large
+if K then
+  head, large = get_head(K.head), log_counter(K.group) ~= nil
+else
+  head, large = decode_head(A.head), A.large == '1'
+end
 
 -- Lists a conversation the member has no message of, at the head's last
 -- message (nothing to list if it has none yet).
@@ -61,11 +70,10 @@ local function join_member(m)
   return true
 end
 
-local large = K and log_counter(K.group)
 local changed = 0
 for _, m in ipairs(members) do
   catch_up(m, A.max_conversations, max_kept)
   if join_member(m) then changed = changed + 1 end
-  if large then join_large(m, conv, 0, K.head, K.group) end
+  if large then join_large(m, conv, 0, A.head_key, A.group_key) end
 end
 return changed

@@ -3,7 +3,7 @@
 use crate::Error;
 use crate::keys::{ConversationKeys, events_channel};
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
-use crate::scripts::Members;
+use crate::scripts::{HeadRead, Members};
 
 /// The members joined `conversation` after message `seq`.
 pub struct Join<'a> {
@@ -12,9 +12,9 @@ pub struct Join<'a> {
     pub max_conversations: u32,
     pub max_kept: u32,
     pub members: Members<'a>,
-    /// The head's text, read first on Redis Cluster for the members outside
-    /// its slot ([`super::ReadHead`]); empty elsewhere.
-    pub head: &'a str,
+    /// The head, read first on Redis Cluster for the members outside its
+    /// slot ([`super::ReadHead`]); empty elsewhere.
+    pub head: &'a HeadRead,
 }
 
 impl Script for Join<'_> {
@@ -26,14 +26,19 @@ impl Script for Join<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.members.tenant, self.conversation).encode_only(call, &["head", "group"]);
+        let keys = ConversationKeys::new(self.members.tenant, self.conversation);
+        keys.encode_only(call, &["head", "group"]);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.members.tenant));
-        call.arg("head", self.head);
+        call.arg("head", self.head.text.as_str());
+        call.arg("large", self.head.large);
+        call.arg("head_key", keys.key("head"));
+        call.arg("group_key", keys.key("group"));
+        call.logs();
         self.members.encode(call, |_, _| {});
     }
 

@@ -8,9 +8,11 @@
 -- longer has them in the conversation), so that their badge is pushed too.
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
-  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel'},
+  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
+local wanted = take_logs(A.logs, members)
+if wanted then return wanted end
 local conv, max_conversations, max_kept = A.conversation, tonumber(A.max_conversations), tonumber(A.max_kept)
 local removed, unanswered = 0, {}
 for _, m in ipairs(members) do

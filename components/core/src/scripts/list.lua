@@ -7,8 +7,11 @@
 -- rows...} (rows as conversation_row; a next page starts after the last).
 local U, A = declare {
   keys = USER_KEYS,
-  args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept'},
+  args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept',
+          'logs'},
 }
+local wanted = take_logs(A.logs, {U})
+if wanted then return wanted end
 if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
 catch_up(U, A.max_conversations, A.max_kept)
 local limit, only = tonumber(A.limit), A.category

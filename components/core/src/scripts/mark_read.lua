@@ -4,8 +4,10 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'seq', 'ahead', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded',
-          'channel'},
+          'channel', 'logs'},
 }
+local wanted = take_logs(A.logs, {U})
+if wanted then return wanted end
 if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, A.conversation)) then
   return {'miss', version(U)}
 end

@@ -657,22 +657,116 @@ local function join_large(u, conv, applied, head_key, group_key)
   redis.call('HSET', u.groups, conv, membership(applied, head_key, group_key))
 end
 
+-- A membership record: how far the member caught up, and the keys of the
+-- conversation's head and log.
+local function decode_membership(value)
+  local applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
+  if not applied then return nil end
+  return tonumber(applied), head_key, group_key
+end
+
+-- What a member of a large conversation catches up with: the log's counter
+-- (nil: the conversation is no longer large), and, if it is not `applied`,
+-- the head's last message and the log's entries after `applied` ({entry,
+-- counter} pairs, oldest first).
+local function read_log(head_key, group_key, applied)
+  local log = {counter = log_counter(group_key), entries = {}}
+  if not log.counter or log.counter == applied then return log end
+  log.head = get_head(head_key)
+  local found = redis.call('ZRANGEBYSCORE', group_key, '(' .. int(applied), int(log.counter), 'WITHSCORES')
+  for i = 1, #found, 2 do log.entries[#log.entries + 1] = {found[i], tonumber(found[i + 1])} end
+  return log
+end
+
+-- A log as one line of text, `group key TAB counter TAB entries TAB head`
+-- (entries `entry=counter` apart by spaces; the head without its preview),
+-- which `take_logs` reads back. Key names and identifiers hold no control
+-- characters.
+local function encode_log(group_key, log)
+  local entries = {}
+  for i, e in ipairs(log.entries) do entries[i] = e[1] .. '=' .. int(e[2]) end
+  local head = ''
+  if log.head then head = encode_head(log.head.seq, log.head.score, log.head.category, '') end
+  return group_key .. '\t' .. (log.counter and int(log.counter) or '') .. '\t' .. table.concat(entries, ' ')
+    .. '\t' .. head
+end
+
+-- On Redis Cluster a script cannot read the heads and logs of its users'
+-- large conversations (other slots): the caller reads them first
+-- (group_logs.lua) and passes them in the argument `logs`. Nil on one
+-- Redis, where the scripts read them where they are; else by group key.
+local given_logs
+
+-- The first element of a reply that asks for the logs instead of answering.
+local LOGS_WANTED = 'unread:logs-wanted'
+
+-- Every script that catches users up calls this before anything else, with
+-- its `logs` argument: '' on one Redis; on Redis Cluster '-' (none given
+-- yet) or the logs, as encode_log writes them, one per line. With '-' and
+-- users in large conversations, the script must write nothing and answer
+-- what this returns: LOGS_WANTED, n, then n times the head key, the group
+-- key and how far the users caught up (the least); the caller runs it
+-- again with those logs. Otherwise nil: go on.
+local function take_logs(text, users)
+  if text == '' then return nil end
+  given_logs = {}
+  if text ~= '-' then
+    for line in string.gmatch(text, '[^\n]+') do
+      local group_key, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
+      if group_key then
+        local log = {counter = tonumber(counter), head = decode_head(head), entries = {}}
+        for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do log.entries[#log.entries + 1] = {entry, tonumber(at)} end
+        given_logs[group_key] = log
+      end
+    end
+    return nil
+  end
+  local wanted, order = {}, {}
+  for _, u in ipairs(users) do
+    local groups = redis.call('HGETALL', u.groups)
+    for i = 2, #groups, 2 do
+      local applied, head_key, group_key = decode_membership(groups[i])
+      if applied and not wanted[group_key] then
+        order[#order + 1] = group_key
+        wanted[group_key] = {head = head_key, applied = applied}
+      elseif applied and applied < wanted[group_key].applied then
+        wanted[group_key].applied = applied
+      end
+    end
+  end
+  if #order == 0 then return nil end
+  local out = {LOGS_WANTED, #order}
+  for _, group_key in ipairs(order) do
+    for _, v in ipairs({wanted[group_key].head, group_key, int(wanted[group_key].applied)}) do out[#out + 1] = v end
+  end
+  return out
+end
+
 -- Brings the member's state of one large conversation up to its head and
 -- log, with the step every message takes (`reach`). Returns whether it
 -- changed.
 local function catch_up_one(u, conv, value, max_conversations, max_kept)
-  local applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
-  applied = tonumber(applied)
-  local counter = head_key and log_counter(group_key)
-  -- Nothing came since: one read per large conversation.
-  if counter and counter == applied then return false end
+  local applied, head_key, group_key = decode_membership(value)
+  if not applied then return false end
+  local log
+  if given_logs then
+    -- A conversation joined after the caller read the logs catches up next time.
+    log = given_logs[group_key]
+    if not log then return false end
+  else
+    log = read_log(head_key, group_key, applied)
+  end
+  -- Nothing came since: one read per large conversation. (A counter behind
+  -- `applied`, from logs read before another call caught the member up,
+  -- applies again what the state holds: a step that changes nothing.)
+  if log.counter == applied then return false end
   local st, where = find(u, conv)
-  if not counter or (st and has_flag(st, 'x')) then
+  if not log.counter or (st and has_flag(st, 'x')) then
     -- No longer large (deleted), or the member left.
     redis.call('HDEL', u.groups, conv)
     return false
   end
-  local head = get_head(head_key)
+  local head = log.head
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end
   local msg = {role = '', recalled = {}, all = {}}
@@ -681,22 +775,23 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   else
     msg.seq, msg.score, msg.category = st.last, st.score, st.category
   end
-  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', group_key, '(' .. int(applied), int(counter))) do
-    local kind, seq = string.match(entry, '^([ra])(%d+)$')
+  for _, e in ipairs(log.entries) do
+    local kind, seq = string.match(e[1], '^([ra])(%d+)$')
+    if e[2] <= applied or e[2] > log.counter then kind = nil end
     if kind == 'r' then msg.recalled[#msg.recalled + 1] = tonumber(seq)
     elseif kind == 'a' then msg.all[#msg.all + 1] = tonumber(seq) end
   end
   local changed = reach(u, conv, st, where, msg, max_conversations, max_kept)
-  join_large(u, conv, counter, head_key, group_key)
+  join_large(u, conv, log.counter, head_key, group_key)
   return changed
 end
 
 -- A large conversation's messages are written once, to its head and log;
 -- each member's state catches up when the member's keys are next used, by
 -- any call that reads or publishes them: then every number, badge and event
--- is what writing every member would have made it. Reads the heads and logs
--- of other slots (one Redis only: on a cluster no conversation is large).
--- Returns whether any state changed.
+-- is what writing every member would have made it. On one Redis the heads
+-- and logs are read here (other slots); on Redis Cluster they come with the
+-- call (take_logs). Returns whether any state changed.
 local function catch_up(u, max_conversations, max_kept)
   local changed = false
   local groups = redis.call('HGETALL', u.groups)

@@ -9,23 +9,25 @@
 -- touch.lua).
 -- A large conversation logs the recall instead, for every member to catch
 -- up with on use; of the members named, those that catch up on use are not
--- written (nor counted in the reply).
+-- written (nor counted in the reply). On Redis Cluster the head is a part
+-- of its own, and a members part without it takes a member's membership of
+-- the conversation as telling that it is large.
 -- Reply: {dropped (members whose unread dropped), n, n users}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'preview', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel',
-          'head_ttl'},
+          'head_ttl', 'logs'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
+local wanted = take_logs(A.logs, members)
+if wanted then return wanted end
 
--- On Redis Cluster the head is a part of its own (K is nil elsewhere).
 if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
 local large = K and log_counter(K.group)
 if large and log_entry(K.group, 'r', seq) then publish_conversation(A.channel, conv, seq) end
 
 local function recall_member(m)
-  catch_up(m, A.max_conversations, max_kept)
   local st, where = find(m, conv)
   if st and has_flag(st, 'x') then return false end
   st = st or new_state()
@@ -51,8 +53,9 @@ local dropped, unanswered = 0, {}
 for _, m in ipairs(members) do
   if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
     unanswered[#unanswered + 1] = m.user
-  elseif not (large and redis.call('HEXISTS', m.groups, conv) == 1) and recall_member(m) then
-    dropped = dropped + 1
+  elseif not ((large or not K) and redis.call('HEXISTS', m.groups, conv) == 1) then
+    catch_up(m, A.max_conversations, max_kept)
+    if recall_member(m) then dropped = dropped + 1 end
   end
 end
 local out = {dropped, #unanswered}

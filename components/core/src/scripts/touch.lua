@@ -8,21 +8,25 @@
 -- gone. With a SQL store, members Redis cannot answer for (unloaded, or a
 -- conversation beyond what was kept) are not written but named in the
 -- reply: the caller rebuilds them from the truth, which holds this message.
--- On Redis Cluster the head and each slot's members are separate parts
--- (the head's part has no members, or those of its slot), which cannot
--- refuse together, so a touch goes in rounds (`mode`): 'head' first, the
--- head alone: it refuses a message of another category than the head's and
--- otherwise takes it, or, with no category to vouch for, writes nothing and
--- answers 'unvouched'; then 'members', every member part without the head
--- (a conversation lives in its head's category). Unvouched, a round of
--- 'check' looks for a conflict in every part before a round of 'all'
--- writes. Standalone Redis runs the whole touch in one step ('all').
--- Reply: {'ok', applied (0/1), n, n unanswerable users}, {'unvouched'} or
--- {'conflict', user ('' for the head), category}.
+-- On Redis Cluster the head and each slot's members are separate parts,
+-- which cannot refuse together, so a touch goes in rounds (`mode`): 'head'
+-- first, the head alone: it refuses a message of another category than the
+-- head's and otherwise takes it, or, with no category to vouch for, writes
+-- nothing and answers 'unvouched'; then 'members', every member part without
+-- the head (a conversation lives in its head's category), told by `large`
+-- what the head round answered of the conversation's log. Unvouched, a
+-- round of 'check' looks for a conflict in every part, then 'first' takes
+-- the message in the head alone, and then 'members'. Standalone Redis runs
+-- the whole touch in one step ('all'). `named`: how many members the whole
+-- touch names (a part carries some of them).
+-- Reply: {'ok', applied (0/1), large (the log's counter after the message,
+-- '' if the conversation is not large; from the head), n, n unanswerable
+-- users}, {'unvouched'} or {'conflict', user ('' for the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold'},
+          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large', 'head_key',
+          'group_key', 'logs'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -51,18 +55,22 @@ for i, m in ipairs(members) do
   end
   found[i] = {st = st, where = where}
 end
-if mode == 'check' then return {'ok', 0, 0} end
+if mode == 'check' then return {'ok', 0, '', 0} end
+local wanted = take_logs(A.logs, members)
+if wanted then return wanted end
 
 -- A large conversation (read diffusion: above large_threshold members
 -- named at once, then for good) takes the message in its head and log only;
 -- of its members, those it names that catch up on use already are not
 -- written unless they sent it or are mentioned by name. The others it names
--- are written, and catch up on use from then on.
-local group = K and mode == 'all' and K.group
-local counter = group and log_counter(group)
+-- are written, and catch up on use from then on. A members part has no head
+-- and learns of the log from the head's round (`large`).
+local group = K and K.group
+local counter
+if group then counter = log_counter(group) elseif A.large ~= '' then counter = tonumber(A.large) end
 local threshold = tonumber(A.large_threshold)
-local converts = group and not counter and threshold > 0 and #members > threshold
-if counter or converts then
+local converts = group and not counter and threshold > 0 and tonumber(A.named) > threshold
+if group and (counter or converts) then
   local held = head_category()
   if held ~= '' and held ~= category then return {'conflict', '', held} end
 end
@@ -70,8 +78,8 @@ if converts then
   make_large(group)
   counter = 0
 end
-local advanced = K and mode ~= 'members' and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
-if counter then
+local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
+if group and counter then
   if A.mention_all == '1' and log_entry(group, 'a', seq) then
     advanced = true
   elseif advanced then
@@ -94,7 +102,9 @@ for i, m in ipairs(members) do
     msg.role = m.role
     local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
     if changed then applied = 1 end
-    if counter and not large and not (st and has_flag(st, 'x')) then join_large(m, conv, counter, K.head, group) end
+    if counter and not large and not (st and has_flag(st, 'x')) then
+      join_large(m, conv, counter, A.head_key, A.group_key)
+    end
     if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
   end
 end
@@ -102,6 +112,6 @@ if counter and advanced then
   applied = 1
   publish_conversation(A.channel, conv, seq)
 end
-local out = {'ok', applied, #unanswered}
+local out = {'ok', applied, counter and int(counter) or '', #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
 return out

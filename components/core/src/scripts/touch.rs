@@ -38,6 +38,13 @@ pub struct Touch<'a> {
     /// A conversation becomes large (read diffusion) when one touch names
     /// more members than this; 0: none becomes large.
     pub large_threshold: u32,
+    /// How many members the whole touch names (a round of a touch on Redis
+    /// Cluster may carry none of them).
+    pub named: u32,
+    /// For a members round on Redis Cluster: the counter of the
+    /// conversation's log after this message, as the head's round answered
+    /// it; none if it is not large.
+    pub large: Option<u64>,
 }
 
 /// The steps of a touch. Standalone Redis takes the whole touch in one; on
@@ -51,8 +58,11 @@ pub enum TouchMode {
     /// message when the head vouches for its category, and otherwise writes
     /// nothing ([`Touched::Unvouched`]).
     Head,
-    /// The members alone, after the head vouched for the category.
+    /// The members alone, after the head took the message.
     Members,
+    /// The head alone, taking the message whatever category it holds: after
+    /// a [`TouchMode::Check`] round found no conflict.
+    First,
     /// Only looks for a conflict in every part, writing nothing (before
     /// [`TouchMode::All`] when the head could not vouch).
     Check,
@@ -61,8 +71,9 @@ pub enum TouchMode {
 /// What a touch did.
 pub enum Touched {
     /// Applied to the members Redis can answer for; `unanswered` are left
-    /// to the SQL store.
-    Done { applied: bool, unanswered: Vec<String> },
+    /// to the SQL store. `large`: the counter of a large conversation's log
+    /// after the message (from the part that holds the head).
+    Done { applied: bool, large: Option<u64>, unanswered: Vec<String> },
     /// A member (none: the head) has the conversation in another category;
     /// nothing was written.
     Conflict { user: Option<String>, category: String },
@@ -98,9 +109,16 @@ impl Script for Touch<'_> {
                 TouchMode::Head => "head",
                 TouchMode::Members => "members",
                 TouchMode::Check => "check",
+                TouchMode::First => "first",
             },
         );
         call.arg("large_threshold", self.large_threshold);
+        call.arg("named", self.named);
+        call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
+        let keys = ConversationKeys::new(self.tenant, self.conversation);
+        call.arg("head_key", keys.key("head"));
+        call.arg("group_key", keys.key("group"));
+        call.logs();
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);
@@ -117,7 +135,15 @@ impl Script for Touch<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<Touched, Error> {
         match reply.text()?.as_str() {
-            "ok" => Ok(Touched::Done { applied: reply.flag()?, unanswered: reply.texts()? }),
+            "ok" => {
+                let applied = reply.flag()?;
+                let large = reply.text()?;
+                let large = match large.as_str() {
+                    "" => None,
+                    n => Some(n.parse().map_err(|_| malformed())?),
+                };
+                Ok(Touched::Done { applied, large, unanswered: reply.texts()? })
+            }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
                 Ok(Touched::Conflict { user, category: reply.text()? })
@@ -128,16 +154,17 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut unanswered) = (false, Vec::new());
+        let (mut applied, mut large, mut unanswered) = (false, None, Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
                 refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
-                Touched::Done { applied: a, unanswered: u } => {
+                Touched::Done { applied: a, large: l, unanswered: u } => {
                     applied |= a;
+                    large = large.or(l);
                     unanswered.extend(u);
                 }
             }
         }
-        Ok(Touched::Done { applied, unanswered })
+        Ok(Touched::Done { applied, large, unanswered })
     }
 }

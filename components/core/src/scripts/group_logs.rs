@@ -1,0 +1,88 @@
+//! `group_logs.lua`: what members of large conversations catch up with, for
+//! a call on Redis Cluster, and the reply by which a script asks for it.
+
+use spin_sdk::redis::RedisResult;
+
+use crate::Error;
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua, malformed, texts_by_item};
+
+/// The first element of a reply that asks for the logs instead of answering
+/// (`LOGS_WANTED` in `prelude.lua`; a unit test holds the two together).
+pub const LOGS_WANTED: &str = "unread:logs-wanted";
+
+/// What `logs` argument a catch-up script is sent with on Redis Cluster
+/// before it asked for any: none given yet.
+pub const NO_LOGS_YET: &str = "-";
+
+/// One large conversation a script's users catch up with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WantedLog {
+    /// Its head's key, as the users' memberships record it.
+    pub head: String,
+    /// Its log's key.
+    pub group: String,
+    /// How far the users caught up (the least of them).
+    pub after: u64,
+}
+
+/// The logs a script's reply asks for, if it asks (see `take_logs`).
+pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Error> {
+    match values.first() {
+        Some(RedisResult::Binary(first)) if first == LOGS_WANTED.as_bytes() => {}
+        _ => return Ok(None),
+    }
+    let mut reply = Reply::new(values[1..].to_vec());
+    let n = reply.number()?;
+    let wanted = (0..n)
+        .map(|_| Ok(WantedLog { head: reply.text()?, group: reply.text()?, after: reply.number()? }))
+        .collect::<Result<Vec<_>, Error>>()?;
+    if !reply.is_empty() {
+        return Err(malformed());
+    }
+    Ok(Some(wanted))
+}
+
+/// Reads the logs `wanted` names, each from its conversation's slot.
+pub struct GroupLogs<'a> {
+    pub wanted: &'a [WantedLog],
+}
+
+impl Script for GroupLogs<'_> {
+    /// One line per log, as the catch-up scripts take them in `logs`.
+    type Reply = Vec<String>;
+
+    fn lua() -> &'static Lua {
+        lua!("group_logs.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.each(self.wanted, |item, log| {
+            item.key("head", log.head.clone());
+            item.key("group", log.group.clone());
+            item.arg("after", log.after);
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
+        let logs = reply.rest()?;
+        if logs.len() != self.wanted.len() {
+            return Err(malformed());
+        }
+        Ok(logs)
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
+        let logs = texts_by_item(parts)?;
+        if logs.len() != self.wanted.len() {
+            return Err(malformed());
+        }
+        Ok(logs)
+    }
+}
+
+impl GroupLogs<'_> {
+    /// The `logs` argument that gives a script every log `wanted` names.
+    pub fn argument(logs: Vec<String>) -> Vec<u8> {
+        logs.join("\n").into_bytes()
+    }
+}
