@@ -28,6 +28,14 @@
 //! a primary fails over to its replica (PostgreSQL): every answer in the
 //! middle of the move must be exactly the model or a clean 503.
 //!
+//! Cache-only (on one Redis and on the cluster) conversations that one
+//! touch names more than `LARGE_GROUP_THRESHOLD` members of become large
+//! (read diffusion): their members catch up on use, and the app's touches
+//! then often name only the sender and the mentioned. The model keeps who
+//! the service reaches with such a message (the members it named since, or
+//! that joined), and what a push gateway is told: one event for the
+//! conversation instead of one per member.
+//!
 //! `UNREAD_HISTORY_OPS` sets the size (CI: 10 000 per variant);
 //! `UNREAD_HISTORY_SEED` the seed.
 
@@ -51,6 +59,11 @@ const MAX_CONVERSATIONS: usize = 5;
 const MAX_PINS: usize = 3;
 const DEVICES: usize = 3;
 const READ_AHEAD: u64 = 10_000;
+/// The messages a head keeps before its last one (for seconds).
+const RECENT_PREVIEWS: usize = 8;
+/// A conversation whose touch names more members than this becomes large
+/// (cache-only): most groups of the history do, at once or as members join.
+const LARGE_GROUP_THRESHOLD: usize = 3;
 
 fn ops() -> usize {
     std::env::var("UNREAD_HISTORY_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
@@ -131,7 +144,10 @@ async fn run(kind: Option<Kind>, disruption: Option<Disruption>) {
     let app = App::with(Setup {
         max_conversations: MAX_CONVERSATIONS as u32,
         sql_url: store.as_ref().map(|s| s.url.clone()),
-        variables: vec![("max_pins", MAX_PINS.to_string())],
+        variables: vec![
+            ("max_pins", MAX_PINS.to_string()),
+            ("large_group_threshold", LARGE_GROUP_THRESHOLD.to_string()),
+        ],
         cluster: matches!(disruption, Some(Disruption::Reshard | Disruption::Failover)),
         ..Setup::default()
     })
@@ -277,12 +293,19 @@ struct Head {
     preview: Value,
     /// Previews recalls left for messages not touched yet.
     replacements: HashMap<u64, Value>,
+    /// The messages it held before, newest first: a row whose last message
+    /// is among them may show its preview for the seconds they are kept.
+    recent: Vec<(u64, Value)>,
 }
 
 impl Head {
     /// A touch of `seq` landed.
     fn touched(&mut self, seq: u64, score: u64, category: &str, preview: &Value) {
         if seq > self.seq {
+            if self.seq > 0 {
+                self.recent.insert(0, (self.seq, self.preview.clone()));
+                self.recent.truncate(RECENT_PREVIEWS);
+            }
             (self.seq, self.score, self.category) = (seq, score, category.to_string());
             self.preview = self.replacements.remove(&seq).unwrap_or_else(|| preview.clone());
             self.replacements.retain(|s, _| *s > seq);
@@ -295,7 +318,20 @@ impl Head {
             self.preview = preview.clone();
         } else if seq > self.seq {
             self.replacements.insert(seq, preview.clone());
+        } else if let Some(held) = self.recent.iter_mut().find(|(s, _)| *s == seq) {
+            held.1 = preview.clone();
         }
+    }
+
+    /// A row the service gave, read as the model gives it: a preview of
+    /// the row's last message that the head's recent messages hold is what
+    /// the model's empty preview stands for while they are kept.
+    fn as_modelled(&self, mut row: Value) -> Value {
+        let last = row["last_seq"].as_u64();
+        if last != Some(self.seq) && self.recent.iter().any(|(s, p)| Some(*s) == last && *p == row["preview"]) {
+            row["preview"] = json!({});
+        }
+        row
     }
 }
 
@@ -307,6 +343,14 @@ struct Model {
 }
 
 impl Model {
+    /// A row the service gave, as the model gives it (see [`Head::as_modelled`]).
+    fn as_modelled(&self, row: &Value) -> Value {
+        match row["id"].as_str().and_then(|id| self.heads.get(id)) {
+            Some(head) => head.as_modelled(row.clone()),
+            None => row.clone(),
+        }
+    }
+
     fn entry(&mut self, user: &str, conversation: &str) -> &mut Entry {
         self.views.entry(user.to_string()).or_default().entry(conversation.to_string()).or_default()
     }
@@ -374,6 +418,16 @@ struct Conversation {
     score: u64,
     preview: Value,
     deleted: bool,
+    /// The service made it large (read diffusion; cache-only): a touch that
+    /// named more than the threshold landed.
+    large: bool,
+    /// Who a message of the large conversation reaches without being
+    /// named: the members the service's touches named since it became
+    /// large, and those that joined it (minus those that left).
+    reach: BTreeSet<String>,
+    /// Messages recalled while it was large: the conversation's log, which
+    /// members who join later catch up with too.
+    logged_recalls: BTreeSet<u64>,
 }
 
 struct World {
@@ -423,6 +477,9 @@ impl World {
                 score: 0,
                 preview: json!({}),
                 deleted: false,
+                large: false,
+                reach: BTreeSet::new(),
+                logged_recalls: BTreeSet::new(),
             });
         }
         let events = Events::try_subscribe(&shared.app, &tenant);
@@ -563,6 +620,13 @@ impl World {
         (c.score, c.preview) = (ts * 1000 + seq % 1000, preview.clone());
         let mut touch = message(&self.tenant, &c.id, seq, ts, &sender, &[]);
         touch["members"] = json!(c.members);
+        if c.large && self.rng.random_bool(0.5) {
+            // A large conversation's touch need name only these.
+            let mut named = vec![sender.clone()];
+            named.extend(mentions.iter().filter(|m| **m != sender).cloned());
+            touch["members"] = json!(named);
+            self.shared.count("touches naming the sender and the mentioned only");
+        }
         touch["preview"] = preview.clone();
         touch["category"] = json!(c.category);
         touch["mentions"] = json!(mentions);
@@ -650,12 +714,29 @@ impl World {
         let all = touch["mention_all"] == true;
         let category = touch["category"].as_str().unwrap();
         self.model.heads.entry(conversation.to_string()).or_default().touched(seq, score, category, &touch["preview"]);
-        for member in touch["members"].as_array().unwrap() {
-            let member = member.as_str().unwrap();
+        let named: Vec<String> =
+            touch["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
+        let sql = self.sql();
+        let c = self.conversations.iter_mut().find(|c| c.id == conversation).unwrap();
+        if !c.large && !sql && named.len() > LARGE_GROUP_THRESHOLD {
+            c.large = true;
+            self.shared.count("conversations made large");
+        }
+        let mut reached = named.clone();
+        if c.large {
+            reached.extend(c.reach.iter().filter(|m| !named.contains(m)).cloned());
+        }
+        let large = c.large;
+        for member in &reached {
+            let member = member.as_str();
             let entry = self.model.entry(member, conversation);
             if entry.gone {
                 continue;
             }
+            if large {
+                self.conversations.iter_mut().find(|c| c.id == conversation).unwrap().reach.insert(member.to_string());
+            }
+            let entry = self.model.entry(member, conversation);
             entry.category = touch["category"].as_str().unwrap().to_string();
             if seq > entry.last {
                 entry.last = seq;
@@ -740,7 +821,7 @@ impl World {
             }
             assert_eq!(page.status, 200, "{:?}", page.body);
             self.check_badge(user, &page.body["badge"], "list");
-            rows.extend(page.body["conversations"].as_array().unwrap().iter().cloned());
+            rows.extend(page.body["conversations"].as_array().unwrap().iter().map(|row| self.model.as_modelled(row)));
             match page.body["next_cursor"].as_str() {
                 Some(cursor) => query = format!("limit=2&cursor={cursor}"),
                 None => break,
@@ -806,8 +887,19 @@ impl World {
         if let Some(preview) = &preview {
             self.model.heads.entry(id.clone()).or_default().recalled(seq, preview);
         }
+        // A large conversation's recall is the conversation's: its log tells
+        // every member it reaches, and those that join later; the service
+        // writes (and counts) only the members named that it does not reach.
+        let c = &mut self.conversations[i];
+        let (large, reach) = (c.large, c.reach.clone());
+        let mut recalled_for = members.clone();
+        if large {
+            c.logged_recalls.insert(seq);
+            recalled_for.extend(reach.iter().filter(|m| !members.contains(m)).cloned());
+        }
         let mut dropped = 0;
-        for member in &members {
+        for member in &recalled_for {
+            let counts = !reach.contains(member) && members.contains(member);
             let listed = self.model.is_listed(member, &id);
             let entry = self.model.entry(member, &id);
             if entry.gone {
@@ -818,7 +910,7 @@ impl World {
                 entry.recalled.insert(seq);
                 entry.mentions.remove(&seq);
             }
-            if listed && entry.counted().unread < before.unread {
+            if counts && listed && entry.counted().unread < before.unread {
                 dropped += 1;
             }
         }
@@ -870,7 +962,8 @@ impl World {
         }
         let row = entry.row(&id, self.model.heads.get(&id));
         assert_eq!(answer.status, 200, "{} {action} {user} {id}: {:?}", self.tenant, answer.body);
-        assert_eq!(answer.body["conversation"], row, "{} {action} {user} {id}", self.tenant);
+        let got = self.model.as_modelled(&answer.body["conversation"]);
+        assert_eq!(got, row, "{} {action} {user} {id}", self.tenant);
         self.check_badge(&user, &answer.body["badge"], action);
         self.check_events().await;
     }
@@ -915,6 +1008,18 @@ impl World {
             // with no message of it yet gets the head's.
             (entry.category, entry.last, entry.score) = head;
         }
+        let c = &mut self.conversations[i];
+        if c.large {
+            // The member catches up with the whole log: its recalls too.
+            c.reach.insert(user.clone());
+            let logged: Vec<u64> = c.logged_recalls.iter().copied().collect();
+            let entry = self.model.entry(&user, &id);
+            for seq in logged {
+                if seq > entry.read && entry.recalled.insert(seq) {
+                    entry.mentions.remove(&seq);
+                }
+            }
+        }
         self.service("/v1/join", json!({"tenant": self.tenant, "conversation": id, "seq": seq, "members": [user]}))
             .await;
         self.shared.count("joins");
@@ -928,6 +1033,7 @@ impl World {
             return;
         }
         let user = c.members.remove(self.rng.random_range(0..c.members.len()));
+        c.reach.remove(&user);
         let id = c.id.clone();
         if let Some(store) = &self.shared.store {
             store
@@ -993,7 +1099,16 @@ impl World {
             return;
         }
         for event in &events {
-            let user = event["user"].as_str().unwrap();
+            let Some(user) = event["user"].as_str() else {
+                // A large conversation's message or recall: one event for all
+                // the members it reaches (a push gateway reads their badges).
+                let id = event["conversation"].as_str().unwrap();
+                let c = self.conversations.iter().find(|c| c.id == id).unwrap();
+                assert!(c.large, "{} event {event}: the conversation is not large", self.tenant);
+                assert_eq!(event["large"], true, "{} event {event}", self.tenant);
+                told.extend(c.reach.iter().cloned());
+                continue;
+            };
             told.insert(user.to_string());
             assert_eq!(event["badge"], self.model.totals(user), "{} event {event}", self.tenant);
             if let Some(conversation) = event["conversation"].as_str() {

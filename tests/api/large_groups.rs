@@ -263,3 +263,25 @@ async fn written_once(cluster: bool) {
     let state = app.redis.stored("un:v2:{acme:m399}:conv", "big");
     assert!(state.unwrap().starts_with("2:0:"), "m399 caught up on reading");
 }
+
+/// A member leaves a large conversation before catching up with its newest
+/// message: leaving takes off the badge what the conversation counted with
+/// that message, and the member's devices are told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leaving_a_large_group_before_catching_up_tells_the_members_devices() {
+    for cluster in [false, true] {
+        let app = app(3, cluster).await;
+        let members: Vec<String> = (0..5).map(member).collect();
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+        assert!(is_large(&app));
+        assert_eq!(app.mark_read("acme", "m4", "big", 1).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m1", &["m1"])).await.status, 200);
+        let mut events = Events::subscribe(&app, "acme");
+        assert_eq!(app.leave("acme", "big", &["m4"]).await.status, 200);
+        let told: Vec<Value> = events.take().into_iter().filter(|e| e["user"] == "m4").collect();
+        assert_eq!(told.len(), 1, "cluster {cluster}: {told:?}");
+        assert_eq!(told[0]["badge"]["total"], 0, "cluster {cluster}");
+        assert_eq!(app.badge("acme", "m4").await.body["total"], 0, "cluster {cluster}");
+    }
+}

@@ -16,8 +16,10 @@ if wanted then return wanted end
 local conv, max_conversations, max_kept = A.conversation, tonumber(A.max_conversations), tonumber(A.max_kept)
 local removed, unanswered = 0, {}
 for _, m in ipairs(members) do
-  redis.call('HDEL', m.groups, conv)
+  -- The conversation left too catches up first: what it counts now is what
+  -- leaving takes off the badge (and what the event tells).
   catch_up(m, max_conversations, max_kept)
+  redis.call('HDEL', m.groups, conv)
   local st, where = find(m, conv)
   local known = redis.call('EXISTS', m.meta) == 1
   if unloaded(m, A.require_loaded) then
