@@ -28,13 +28,14 @@
 //! a primary fails over to its replica (PostgreSQL): every answer in the
 //! middle of the move must be exactly the model or a clean 503.
 //!
-//! Cache-only (on one Redis and on the cluster) conversations that one
-//! touch names more than `LARGE_GROUP_THRESHOLD` members of become large
-//! (read diffusion): their members catch up on use, and the app's touches
-//! then often name only the sender and the mentioned. The model keeps who
-//! the service reaches with such a message (the members it named since, or
-//! that joined), and what a push gateway is told: one event for the
-//! conversation instead of one per member.
+//! In every variant, conversations that one touch names more than
+//! `LARGE_GROUP_THRESHOLD` members of become large (read diffusion): their
+//! members catch up on use, and the app's touches then often name only the
+//! sender and the mentioned. The model keeps who the service reaches with
+//! such a message (the members it named since, or that joined), and what a
+//! push gateway is told: one event for the conversation instead of one per
+//! member. With SQL, a Redis that comes back empty makes them large again
+//! from the truth, and users rebuilt from it catch up with them.
 //!
 //! `UNREAD_HISTORY_OPS` sets the size (CI: 10 000 per variant);
 //! `UNREAD_HISTORY_SEED` the seed.
@@ -61,8 +62,8 @@ const DEVICES: usize = 3;
 const READ_AHEAD: u64 = 10_000;
 /// The messages a head keeps before its last one (for seconds).
 const RECENT_PREVIEWS: usize = 8;
-/// A conversation whose touch names more members than this becomes large
-/// (cache-only): most groups of the history do, at once or as members join.
+/// A conversation whose touch names more members than this becomes large:
+/// most groups of the history do, at once or as members join.
 const LARGE_GROUP_THRESHOLD: usize = 3;
 
 fn ops() -> usize {
@@ -418,8 +419,8 @@ struct Conversation {
     score: u64,
     preview: Value,
     deleted: bool,
-    /// The service made it large (read diffusion; cache-only): a touch that
-    /// named more than the threshold landed.
+    /// The service made it large (read diffusion): a touch that named more
+    /// than the threshold landed.
     large: bool,
     /// Who a message of the large conversation reaches without being
     /// named: the members the service's touches named since it became
@@ -716,9 +717,8 @@ impl World {
         self.model.heads.entry(conversation.to_string()).or_default().touched(seq, score, category, &touch["preview"]);
         let named: Vec<String> =
             touch["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
-        let sql = self.sql();
         let c = self.conversations.iter_mut().find(|c| c.id == conversation).unwrap();
-        if !c.large && !sql && named.len() > LARGE_GROUP_THRESHOLD {
+        if !c.large && named.len() > LARGE_GROUP_THRESHOLD {
             c.large = true;
             self.shared.count("conversations made large");
         }

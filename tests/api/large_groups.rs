@@ -15,6 +15,7 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+use crate::store::{KINDS, MessageStore};
 use crate::support::{App, Events, Setup, message};
 
 /// Members of the group at first (under the threshold), and how many join
@@ -283,5 +284,56 @@ async fn leaving_a_large_group_before_catching_up_tells_the_members_devices() {
         assert_eq!(told.len(), 1, "cluster {cluster}: {told:?}");
         assert_eq!(told[0]["badge"]["total"], 0, "cluster {cluster}");
         assert_eq!(app.badge("acme", "m4").await.body["total"], 0, "cluster {cluster}");
+    }
+}
+
+/// With a SQL store, the truth records that a conversation is large before
+/// Redis makes it so. A reconcile before the members caught up finds
+/// nothing to fix; a Redis that lost everything makes the conversation
+/// large again from the truth, the members rebuilt from it catch up with
+/// its newer messages, and a reconcile again finds nothing to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_everything() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup {
+            sql_url: Some(store.url.clone()),
+            variables: vec![("large_group_threshold", "3".into())],
+            ..Setup::default()
+        })
+        .await;
+        let members: Vec<String> = (0..5).map(member).collect();
+        store.create_conversation("acme", "big", "chat", &members).await;
+        let send = async |seq: u64, sender: &str, named: &[&str]| {
+            let touch = message("acme", "big", seq, 1_000 + seq, sender, named);
+            store.store_message("acme", "big", seq, 1_000 + seq, sender, &touch["preview"].to_string()).await;
+            assert_eq!(app.touch(touch).await.status, 200, "{kind:?}");
+        };
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        send(1, "m0", &names).await;
+        assert!(is_large(&app), "{kind:?}");
+        let recorded = store.rows("SELECT conversation FROM unread_large_conversations", &[]).await;
+        assert_eq!(recorded, [["big"]], "{kind:?}: the truth knows the conversation is large");
+        send(2, "m1", &["m1"]).await;
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "{kind:?}: members not caught up are no drift: {report}");
+
+        app.redis.flush_all();
+        send(3, "m2", &["m2"]).await;
+        assert!(is_large(&app), "{kind:?}: large again after Redis lost it");
+        send(4, "m3", &["m3"]).await;
+        for (user, unread) in [("m0", 3), ("m1", 2), ("m2", 1), ("m3", 0), ("m4", 4)] {
+            let row = app.row("acme", user, "big").await.unwrap();
+            assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(unread), Some(4)), "{kind:?} {user}");
+            assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(unread), "{kind:?} {user}");
+        }
+        // Rebuilt once, each member catches up with what comes next.
+        send(5, "m4", &["m4"]).await;
+        let row = app.row("acme", "m0", "big").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(4), Some(5)), "{kind:?}");
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
     }
 }

@@ -22,7 +22,7 @@ async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Resu
     let source = match version {
         Some(version) => {
             // Best effort: if Redis moved meanwhile, the next request rebuilds.
-            let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true).await;
+            let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true, limits).await;
             Source::Sql
         }
         None => Source::SqlRedisUnreachable,

@@ -74,15 +74,24 @@ impl Guest for Core {
         check_exact(message.ts.saturating_mul(1000).saturating_add(999), "ts")?;
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
+        let threshold = config::large_group_threshold().await?;
         let mut members = roles(&message);
+        let mut large_in_truth = false;
         if let Some(url) = &store {
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
-            let (in_view, category) = sql::audience(url, &message.tenant, &message.conversation, &users).await?;
-            if let Some(category) = category.filter(|c| *c != message.category) {
+            let audience = sql::audience(url, &message.tenant, &message.conversation, &users).await?;
+            if let Some(category) = audience.category.filter(|c| *c != message.category) {
                 return Err(category_conflict("in the message store", &category));
             }
             record_in_truth(url, &message).await?;
-            members.retain(|(user, _)| in_view.contains(user));
+            members.retain(|(user, _)| audience.members.contains(user));
+            large_in_truth = audience.large;
+            // The truth learns first that the conversation is large, so that
+            // it stays large through a Redis that loses its data.
+            if !large_in_truth && threshold > 0 && members.len() > threshold as usize {
+                sql::record_large(url, &message.tenant, &message.conversation).await?;
+                large_in_truth = true;
+            }
         }
         let mut touch = Touch {
             tenant: &message.tenant,
@@ -97,15 +106,11 @@ impl Guest for Core {
             require_loaded: store.is_some(),
             members: Vec::new(),
             mode: TouchMode::All,
-            large_threshold: 0,
+            large_threshold: threshold,
             named: u32::try_from(members.len()).unwrap_or(u32::MAX),
             large: None,
+            large_in_truth,
         };
-        // Read diffusion needs no SQL store: a rebuild from the truth does
-        // not know a conversation is large.
-        if store.is_none() {
-            touch.large_threshold = config::large_group_threshold().await?;
-        }
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
         } else {

@@ -70,7 +70,7 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         let truth = sql::truth(url, tenant, &pending, limits).await?;
         let users: Vec<(String, String)> = pending.iter().cloned().zip(versions).collect();
         let mut moved = Vec::new();
-        for rebuilt in rebuild(tenant, &users, &truth, false).await? {
+        for rebuilt in rebuild(tenant, &users, &truth, false, limits).await? {
             if rebuilt.done || attempt == ATTEMPTS {
                 done.push(rebuilt);
             } else {
@@ -97,6 +97,7 @@ pub async fn rebuild(
     users: &[(String, String)],
     truth: &Truth,
     load_empty: bool,
+    limits: Limits,
 ) -> Result<Vec<Rebuilt>, Error> {
     let mut heads: Vec<&TruthRow> = truth.rows.iter().filter(|row| row.last_seq > 0).collect();
     // One head per conversation, the newest message the truth gave for it.
@@ -114,7 +115,7 @@ pub async fn rebuild(
             rows: truth.rows.iter().filter(|r| &r.user == user).collect(),
         })
         .collect();
-    redis::run(&Rebuild { tenant, users, load_empty }).await
+    redis::run(&Rebuild { tenant, users, load_empty, limits }).await
 }
 
 /// One warning line per conversation whose drift is above the threshold.

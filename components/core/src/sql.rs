@@ -170,7 +170,7 @@ pub async fn forget_stale(url: &str, stale: &[Stale]) -> Result<(), Error> {
 
 /// Removes everything unread recorded of a conversation (it was deleted).
 pub async fn forget_conversation(url: &str, tenant: &str, conversation: &str) -> Result<(), Error> {
-    for table in ["unread_read_cursors", "unread_recalls", "unread_mentions"] {
+    for table in ["unread_read_cursors", "unread_recalls", "unread_mentions", "unread_large_conversations"] {
         let statement = |store: &Store| {
             format!(
                 "DELETE FROM {table} WHERE tenant = {} AND conversation = {}",
@@ -229,6 +229,13 @@ pub async fn record_mentions(
     Ok(())
 }
 
+/// Records that a conversation is large (read diffusion), before Redis
+/// makes it so.
+pub async fn record_large(url: &str, tenant: &str, conversation: &str) -> Result<(), Error> {
+    let params = vec![text(tenant), text(conversation)];
+    execute(url, |store| insert_new(store, "unread_large_conversations (tenant, conversation)", 2, 1), params).await
+}
+
 /// Records a recalled message.
 pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64) -> Result<(), Error> {
     let params = vec![text(tenant), text(conversation), Param::Int(seq as i64)];
@@ -238,17 +245,13 @@ pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64
 /// Who a touch reaches, as the truth has it: which of `users` the
 /// memberships view has in the conversation (a touch held back past a leave,
 /// or naming someone by mistake, must not give a non-member the
-/// conversation), and the conversation's category in the heads view, if it
-/// has a head (a touch in another category is refused before it writes).
-/// One statement per chunk of users; the first also reads the head.
-pub async fn audience(
-    url: &str,
-    tenant: &str,
-    conversation: &str,
-    users: &[String],
-) -> Result<(std::collections::HashSet<String>, Option<String>), Error> {
+/// conversation), the conversation's category in the heads view, if it
+/// has a head (a touch in another category is refused before it writes),
+/// and whether it is large. One statement per chunk of users; the first
+/// also reads the head and largeness.
+pub async fn audience(url: &str, tenant: &str, conversation: &str, users: &[String]) -> Result<Audience, Error> {
     let mut members = std::collections::HashSet::new();
-    let mut category = None;
+    let (mut category, mut large) = (None, false);
     // At least one statement, so that the head is read even with no users.
     let chunks: Vec<&[String]> = if users.is_empty() { vec![&[]] } else { users.chunks(ROWS_PER_STATEMENT).collect() };
     for (i, users) in chunks.into_iter().enumerate() {
@@ -272,6 +275,13 @@ pub async fn audience(
                     next(),
                     next()
                 ));
+                parts.push(format!(
+                    "SELECT 'l' AS kind, {} AS value FROM unread_large_conversations WHERE tenant = {} \
+                     AND conversation = {}",
+                    cast("conversation"),
+                    next(),
+                    next()
+                ));
             }
             if !users.is_empty() {
                 let (t, c) = (next(), next());
@@ -286,7 +296,7 @@ pub async fn audience(
         };
         let mut params = Vec::new();
         if with_head {
-            params.extend([text(tenant), text(conversation)]);
+            params.extend([text(tenant), text(conversation), text(tenant), text(conversation)]);
         }
         if !users.is_empty() {
             params.extend([text(tenant), text(conversation)]);
@@ -298,11 +308,22 @@ pub async fn audience(
                     members.insert(value);
                 }
                 Ok([Value::Text(kind), Value::Text(value)]) if kind == "c" => category = Some(value),
+                Ok([Value::Text(kind), Value::Text(_)]) if kind == "l" => large = true,
                 _ => return Err(malformed("unread_memberships / unread_conversation_heads")),
             }
         }
     }
-    Ok((members, category))
+    Ok(Audience { members, category, large })
+}
+
+/// Who a touch reaches, as the truth has it (see [`audience`]).
+pub struct Audience {
+    /// The users named that are members.
+    pub members: std::collections::HashSet<String>,
+    /// The conversation's category, if it has a head.
+    pub category: Option<String>,
+    /// The conversation is large (read diffusion).
+    pub large: bool,
 }
 
 /// The next `limit` users of a tenant with a membership, after `after`.
@@ -709,8 +730,8 @@ mod tests {
 
     #[test]
     fn migrations_split_into_statements() {
-        assert_eq!(statements(MIGRATION_MYSQL).len(), 4);
-        assert_eq!(statements(MIGRATION_POSTGRES).len(), 5);
+        assert_eq!(statements(MIGRATION_MYSQL).len(), 5);
+        assert_eq!(statements(MIGRATION_POSTGRES).len(), 6);
         assert!(statements(MIGRATION_POSTGRES).iter().all(|s| s.starts_with("CREATE")));
     }
 }

@@ -123,6 +123,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             large_threshold: 100,
             named: 2,
             large: None,
+            large_in_truth: false,
         }),
         encoded(&MarkRead {
             tenant: "t",
@@ -197,6 +198,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
                 TruthUser { user: "v", version: "3", partial: false, rows: vec![&other] },
             ],
             load_empty: false,
+            limits,
         }),
         encoded(&Versions { tenant: "t", users: &users }),
         encoded(&ForgetLoaded { users: &pairs }),

@@ -28,6 +28,7 @@ impl Script for Heads<'_> {
             item.arg("score", row.score());
             item.arg("category", row.category.as_str());
             item.arg("preview", row.preview.as_str());
+            item.arg("large", row.large);
         });
     }
 

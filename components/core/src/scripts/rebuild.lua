@@ -7,15 +7,23 @@
 -- `rows`: the user's truth, one row per line, fields separated by NUL:
 -- conversation, l (listed) or k (kept), score ('' if none), last, read,
 -- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
--- above read). Previews are the heads' (written from the truth before).
+-- above read), and for a large conversation the keys of its head and log
+-- (else empty). Previews are the heads' (written from the truth before),
+-- and so are large conversations' logs. A user's large conversations catch
+-- up first (what the truth holds, Redis may already have moved past), and
+-- the user is a member of each large conversation the truth gives, from
+-- the start of its log (a step that changes nothing the truth already
+-- holds): its newer messages reach the user.
 -- A user with nothing in the truth and no keys is left without any unless
 -- `load_empty` (they asked themselves).
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'idle_ttl', 'channel', 'load_empty'},
+  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
+local wanted = take_logs(A.logs, users)
+if wanted then return wanted end
 
 local function seqs(text)
   local out = {}
@@ -27,8 +35,9 @@ end
 local function parse(rows)
   local out = {}
   for line in string.gmatch(rows, '[^\n]+') do
-    local conv, where, score, last, read, flags, category, mentions, recalled =
-      string.match(line, '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)$')
+    local conv, where, score, last, read, flags, category, mentions, recalled, head_key, group_key =
+      string.match(line,
+        '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)%z([^%z]*)%z([^%z]*)$')
     if conv then
       local st = new_state(category)
       st.last, st.read, st.flags, st.score = tonumber(last), tonumber(read), flags, score
@@ -43,7 +52,8 @@ local function parse(rows)
       end
       table.sort(marks)
       if #marks > 0 then set_flag(st, 'k', true) end
-      out[#out + 1] = {conv = conv, listed = where == 'l', st = st, marks = marks}
+      out[#out + 1] = {conv = conv, listed = where == 'l', st = st, marks = marks, head_key = head_key,
+                       group_key = group_key}
     end
   end
   return out
@@ -173,6 +183,23 @@ local function rewrite(u, truth)
   end
 end
 
+-- The user's memberships are the large conversations of the truth; of a
+-- partial truth (beyond what is kept), those it gives and those kept.
+local function join_large_ones(u, truth)
+  local large = {}
+  for _, t in ipairs(truth) do
+    if t.group_key ~= '' then
+      large[t.conv] = true
+      if redis.call('HEXISTS', u.groups, t.conv) == 0 then join_large(u, t.conv, 0, t.head_key, t.group_key) end
+    end
+  end
+  if u.partial == '1' then return end
+  local groups = redis.call('HKEYS', u.groups)
+  for _, conv in ipairs(groups) do
+    if not large[conv] then redis.call('HDEL', u.groups, conv) end
+  end
+end
+
 local out = {}
 for _, u in ipairs(users) do
   out[#out + 1] = u.user
@@ -184,12 +211,14 @@ for _, u in ipairs(users) do
     -- user's next read asks SQL, which answers nothing as cheaply.
     for _, v in ipairs({'ok', 0, 0, 0}) do out[#out + 1] = v end
   else
+    catch_up(u, A.max_conversations, A.max_kept)
     local truth = parse(u.rows)
     local differs_at_all, details, max_drift = compare(u, truth)
     if differs_at_all then
       rewrite(u, truth)
       if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
     end
+    join_large_ones(u, truth)
     redis.call('HSET', u.meta, 'loaded', '1')
     if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end
     if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::Error;
-use crate::keys::{UserKeys, events_channel};
+use crate::config::Limits;
+use crate::keys::{ConversationKeys, UserKeys, events_channel};
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::sql::TruthRow;
 
@@ -24,6 +25,8 @@ pub struct Rebuild<'a> {
     /// loaded state (expiring when idle): yes when they asked themselves (so
     /// that their next read is Redis's), no when someone else named them.
     pub load_empty: bool,
+    /// What each user keeps, as their large conversations catch up.
+    pub limits: Limits,
 }
 
 /// What the rebuild did for one user.
@@ -51,12 +54,15 @@ impl Script for Rebuild<'_> {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.tenant));
         call.arg("load_empty", self.load_empty);
+        call.arg("max_conversations", self.limits.max_conversations);
+        call.arg("max_kept", self.limits.max_kept);
+        call.logs();
         call.each(&self.users, |item, truth| {
             UserKeys::new(self.tenant, truth.user).encode(item);
             item.arg("user", truth.user);
             item.arg("version", truth.version);
             item.arg("partial", truth.partial);
-            item.arg("rows", truth.rows.iter().map(|row| row.line()).collect::<Vec<_>>().join("\n"));
+            item.arg("rows", truth.rows.iter().map(|row| row.line(self.tenant)).collect::<Vec<_>>().join("\n"));
         });
     }
 
@@ -82,8 +88,12 @@ impl Script for Rebuild<'_> {
 
 impl TruthRow {
     /// The row as `rebuild.lua` parses it: NUL-separated fields, no newline
-    /// (identifiers and compact JSON carry no control characters).
-    pub fn line(&self) -> String {
+    /// (identifiers, key names and compact JSON carry no control
+    /// characters); a large conversation's row ends with the keys of its
+    /// head and log, which the user's membership records.
+    pub fn line(&self, tenant: &str) -> String {
+        let keys = ConversationKeys::new(tenant, &self.conversation);
+        let (head, group) = if self.large { (keys.key("head"), keys.key("group")) } else { Default::default() };
         let seqs = |list: &[u64]| list.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         let score = if self.last_seq > 0 { self.score().to_string() } else { String::new() };
         [
@@ -96,6 +106,8 @@ impl TruthRow {
             &self.category,
             &seqs(&self.mentions),
             &seqs(&self.recalled),
+            &head,
+            &group,
         ]
         .join("\0")
     }

@@ -19,14 +19,17 @@
 -- the message in the head alone, and then 'members'. Standalone Redis runs
 -- the whole touch in one step ('all'). `named`: how many members the whole
 -- touch names (a part carries some of them).
+-- With a SQL store, `large_in_truth`: the truth has the conversation large
+-- (it records that first), and a Redis that lost its log makes it large
+-- again.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), n, n unanswerable
 -- users}, {'unvouched'} or {'conflict', user ('' for the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large', 'head_key',
-          'group_key', 'logs'},
+          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth', 'large',
+          'head_key', 'group_key', 'logs'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -69,7 +72,8 @@ local group = K and K.group
 local counter
 if group then counter = log_counter(group) elseif A.large ~= '' then counter = tonumber(A.large) end
 local threshold = tonumber(A.large_threshold)
-local converts = group and not counter and threshold > 0 and tonumber(A.named) > threshold
+local converts = group and not counter
+  and ((threshold > 0 and tonumber(A.named) > threshold) or A.large_in_truth == '1')
 if group and (counter or converts) then
   local held = head_category()
   if held ~= '' and held ~= category then return {'conflict', '', held} end

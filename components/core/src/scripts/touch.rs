@@ -41,6 +41,9 @@ pub struct Touch<'a> {
     /// How many members the whole touch names (a round of a touch on Redis
     /// Cluster may carry none of them).
     pub named: u32,
+    /// With a SQL store: the truth has the conversation large (Redis makes
+    /// it large again if it lost its log).
+    pub large_in_truth: bool,
     /// For a members round on Redis Cluster: the counter of the
     /// conversation's log after this message, as the head's round answered
     /// it; none if it is not large.
@@ -114,6 +117,7 @@ impl Script for Touch<'_> {
         );
         call.arg("large_threshold", self.large_threshold);
         call.arg("named", self.named);
+        call.arg("large_in_truth", self.large_in_truth);
         call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
         let keys = ConversationKeys::new(self.tenant, self.conversation);
         call.arg("head_key", keys.key("head"));

@@ -42,3 +42,13 @@ CREATE TABLE IF NOT EXISTS unread_stale_users (
   since BIGINT NOT NULL,
   PRIMARY KEY (tenant, user_id, since)
 );
+
+-- Large conversations (read diffusion): a touch named more members than
+-- large_group_threshold. Written before Redis makes it large, so that a
+-- Redis that lost its data makes it large again, and users rebuilt from the
+-- truth catch up with it.
+CREATE TABLE IF NOT EXISTS unread_large_conversations (
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  PRIMARY KEY (tenant, conversation)
+);

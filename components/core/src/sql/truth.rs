@@ -29,6 +29,9 @@ pub struct TruthRow {
     pub recalled: Vec<u64>,
     /// In the user's list (else kept: trimmed, or no message yet).
     pub listed: bool,
+    /// The conversation is large (read diffusion): the user's state
+    /// catches up with its head and log.
+    pub large: bool,
 }
 
 /// The truth of some users.
@@ -82,6 +85,7 @@ impl TruthRow {
             mentions: Vec::new(),
             recalled: Vec::new(),
             listed: true,
+            large: false,
         }
     }
 }
@@ -187,7 +191,8 @@ fn heads_statement(store: &Store, users: usize) -> String {
         "COALESCE(r.read_seq, 0)"
     };
     format!(
-        "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn \
+        "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn, \
+                large \
          FROM (\
            SELECT {as_key} AS user_id, m.conversation AS conversation, \
                   CASE WHEN h.last_seq IS NULL THEN '' ELSE COALESCE(h.category, 'chat') END AS category, \
@@ -195,12 +200,14 @@ fn heads_statement(store: &Store, users: usize) -> String {
                   {read} AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
                   ROW_NUMBER() OVER (PARTITION BY m.user_id ORDER BY COALESCE(r.pinned, 0) DESC, \
-                    COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, m.conversation DESC) AS rn \
+                    COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, m.conversation DESC) AS rn, \
+                  CASE WHEN g.conversation IS NULL THEN 0 ELSE 1 END AS large \
            FROM unread_memberships m \
            LEFT JOIN unread_conversation_heads h \
              ON h.tenant = m.tenant AND h.conversation = m.conversation AND h.last_seq > 0 \
            LEFT JOIN unread_read_cursors r \
              ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
+           LEFT JOIN unread_large_conversations g ON g.tenant = m.tenant AND g.conversation = m.conversation \
            WHERE m.tenant = {tenant} AND m.user_id IN ({user_list})\
          ) t WHERE rn <= {wanted}",
         tenant = store.placeholder(1),
@@ -277,6 +284,7 @@ fn truth_row(row: Vec<Value>) -> Result<(TruthRow, u64), String> {
     let pinned = number(values.next(), "pinned")? == 1;
     let marked_unread = number(values.next(), "marked_unread")? == 1;
     let rank = number(values.next(), "rank")?;
+    let large = number(values.next(), "large")? == 1;
     let row = TruthRow {
         user,
         conversation,
@@ -291,6 +299,7 @@ fn truth_row(row: Vec<Value>) -> Result<(TruthRow, u64), String> {
         mentions: Vec::new(),
         recalled: Vec::new(),
         listed: false,
+        large,
     };
     Ok((row, rank))
 }
