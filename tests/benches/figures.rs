@@ -368,7 +368,8 @@ async fn main() {
     );
     entry_bytes().await;
     message_costs().await;
-    large_group_reads().await;
+    large_group_reads(false).await;
+    large_group_reads(true).await;
     token_costs().await;
     nodelay_comparison().await;
     cluster_comparison().await;
@@ -453,13 +454,15 @@ async fn entry_bytes() {
 /// client (after a first message, so that no first call and no conversion
 /// is timed). Written to every member (`large_group_threshold` 0), and with
 /// read diffusion (the default), where after the first message the app
-/// names only the sender.
+/// names only the sender; on one Redis, and on a Redis Cluster (each against
+/// the one-to-one message on the same Redis).
 async fn message_costs() {
     println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages after a first one)");
     println!("members   how                 touch calls   commands per message   per member   messages/s");
     let every =
         Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..Setup::default() }).await);
     let large = Arc::new(App::with(Setup::default()).await);
+    let cluster = Arc::new(App::with(Setup { cluster: true, ..Setup::default() }).await);
     let mut one_to_one = 0.0;
     let cases = [
         (&every, 2usize, 500u64, "every member"),
@@ -467,6 +470,8 @@ async fn message_costs() {
         (&every, 10_000, 20, "every member"),
         (&large, 500, 500, "read diffusion"),
         (&large, 10_000, 500, "read diffusion"),
+        (&cluster, 2, 500, "cluster"),
+        (&cluster, 10_000, 500, "cluster, read diff."),
     ];
     for (app, size, messages, how) in cases {
         let conversation = format!("size{size}");
@@ -480,7 +485,7 @@ async fn message_costs() {
             }
         };
         send(1, &chunks).await;
-        let named = if how == "read diffusion" { vec![vec!["m0"]] } else { chunks.clone() };
+        let named = if size > 100 && how != "every member" { vec![vec!["m0"]] } else { chunks.clone() };
         let before = app.redis.commands_run();
         let started = Instant::now();
         for seq in 2..=messages + 1 {
@@ -488,6 +493,7 @@ async fn message_costs() {
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
         let commands = (app.redis.commands_run() - before) as f64 / messages as f64;
+        // Against the one-to-one message on the same Redis (one, or the cluster).
         if size == 2 {
             one_to_one = rate;
         }
@@ -503,9 +509,9 @@ async fn message_costs() {
 /// A user in 200 large groups: list pages and badges at 16 clients (16
 /// such users), while one client sends messages to random groups, so that
 /// every read has messages to catch up with.
-async fn large_group_reads() {
+async fn large_group_reads(cluster: bool) {
     const GROUPS: usize = 200;
-    let app = Arc::new(App::with(Setup::default()).await);
+    let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
     let readers: Vec<String> = (0..16).map(|k| format!("r{k}")).collect();
     let fillers: Vec<String> = (0..100).map(|k| format!("f{k}")).collect();
     let members: Vec<&str> = readers.iter().chain(&fillers).map(String::as_str).collect();
@@ -515,8 +521,9 @@ async fn large_group_reads() {
         assert_eq!(answer.status, 200, "{:?}", answer.body);
     }
     println!(
-        "\n== a user in {GROUPS} large groups ({} members each), 16 clients, while 1 client writes to them",
-        members.len()
+        "\n== a user in {GROUPS} large groups ({} members each), 16 clients, while 1 client writes to them{}",
+        members.len(),
+        if cluster { ", Redis Cluster" } else { "" }
     );
     println!(
         "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | redis us/call | messages/s meanwhile"

@@ -7,6 +7,10 @@
 //!   nested replies, which would lose `CLUSTER SLOTS`' structure).
 //! - A call whose keys span slots runs in parts, one per slot, concurrently
 //!   ([`crate::script::Call::parts`]); the script combines their replies.
+//! - A part whose users are members of large conversations (read
+//!   diffusion) first answers which of those conversations' heads and logs
+//!   it needs, writing nothing; they are read from their own slots, and the
+//!   part runs again with them (`take_logs` in `prelude.lua`).
 //! - `MOVED`: the slot moved for good; the map is read again, the part goes
 //!   to the new owner. `ASK`: the slot is moving and this key already went;
 //!   `ASKING` and the part go on a connection of their own, since Spin's
