@@ -337,3 +337,37 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
         store.drop_database().await;
     }
 }
+
+/// On a cluster, a touch whose members are each in many large conversations
+/// reads each of those conversations' logs once for all of them (not once
+/// per member), and every member's badge counts them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_a_touch_reads_each_large_groups_log_once() {
+    const GROUPS: usize = 20;
+    let app = app(40, true).await;
+    let members: Vec<String> = (0..30).map(member).collect();
+    let fillers: Vec<String> = (0..11).map(|i| format!("f{i}")).collect();
+    let everyone: Vec<&str> = members.iter().chain(&fillers).map(String::as_str).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    for g in 0..GROUPS {
+        let answer = app.touch(message("acme", &format!("g{g}"), 1, 1_000 + g as u64, "f0", &everyone)).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    assert_eq!(app.touch(message("acme", "small", 1, 3_000, "m0", &names)).await.status, 200);
+    for g in 0..GROUPS {
+        let answer = app.touch(message("acme", &format!("g{g}"), 2, 2_000 + g as u64, "f1", &["f1"])).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    let before = app.redis.scripts_run();
+    assert_eq!(app.touch(message("acme", "small", 2, 3_001, "m0", &names)).await.status, 200);
+    let scripts = app.redis.scripts_run() - before;
+    // The head's round, the members' parts twice (asking for the logs, then
+    // with them), the logs once per large conversation, and the cache-only
+    // data set's check that now and then goes beside a call (per member and
+    // conversation, it would be 30 times 20).
+    let bound = 2 + 2 * members.len() + GROUPS;
+    assert!(scripts <= bound as u64, "{scripts} scripts for one touch (at most {bound})");
+    for (user, total) in [("m0", 2 * GROUPS), ("m1", 2 * GROUPS + 2), ("m29", 2 * GROUPS + 2)] {
+        assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(total as u64), "{user}");
+    }
+}

@@ -202,6 +202,20 @@ impl RedisServer {
         })
     }
 
+    /// Scripts run so far (`EVALSHA` and `EVAL` calls), on every primary.
+    pub fn scripts_run(&self) -> u64 {
+        let mut total = 0;
+        for mut connection in self.primaries() {
+            let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
+            total += info
+                .lines()
+                .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+                .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        total
+    }
+
     /// Redis commands run so far, inside scripts included (every `cmdstat_`
     /// line of `INFO commandstats` but the scripts' own calls and `INFO`).
     pub fn commands_run(&self) -> u64 {

@@ -35,7 +35,7 @@ use crate::Error;
 use crate::cached::timed;
 use crate::redis::{eval, params, unavailable};
 use crate::script::{Lua, Part, PartReply, Reply, Script};
-use crate::scripts::{GroupLogs, NO_LOGS_YET, logs_wanted};
+use crate::scripts::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -181,39 +181,71 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     if let Some(at) = logs_at {
         call.args[at] = NO_LOGS_YET.as_bytes().to_vec();
     }
-    let parts = call.parts()?;
+    let mut parts = call.parts()?;
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
-    let replies = all(parts.into_iter().map(|part| run_caught_up(lua, part, logs_at, until))).await;
-    let mut done = Vec::with_capacity(replies.len());
-    for reply in replies {
-        done.push(reply?);
+    let mut replies = Vec::with_capacity(parts.len());
+    for reply in all(parts.iter().map(|part| run_part(lua, part, until))).await {
+        replies.push(reply?);
     }
-    script.merge(done)
+    if let Some(at) = logs_at {
+        give_logs(lua, &mut parts, &mut replies, at, until).await?;
+    }
+    let done =
+        parts.into_iter().zip(replies).map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
+    script.merge(done.collect())
 }
 
-/// One part; if its users are members of large conversations, whose heads
-/// and logs live in other slots, the script asks for them first (it writes
-/// nothing then): they are read from their slots, and the part runs again
-/// with them (see `take_logs` in `prelude.lua`).
-async fn run_caught_up(
+/// The parts whose users are members of large conversations (whose heads
+/// and logs live in other slots) asked for those first, writing nothing:
+/// every log asked for is read once, from its own slot, and those parts run
+/// again with theirs (see `take_logs` in `prelude.lua`).
+async fn give_logs(
     lua: &'static Lua,
-    mut part: Part,
-    logs_at: Option<usize>,
+    parts: &mut [Part],
+    replies: &mut [Vec<RedisResult>],
+    at: usize,
     until: Instant,
-) -> Result<PartReply, Error> {
-    let mut values = run_part(lua, &part, until).await?;
-    if let (Some(at), Some(wanted)) = (logs_at, logs_wanted(&values)?) {
-        // Boxed: reading the logs runs a script on the cluster too.
-        let logs = GroupLogs { wanted: &wanted };
-        let read: Pin<Box<dyn Future<Output = Result<Vec<String>, Error>>>> = Box::pin(run(&logs));
-        part.call.args[at] = GroupLogs::argument(read.await?);
-        values = run_part(lua, &part, until).await?;
+) -> Result<(), Error> {
+    let mut asked: Vec<(usize, Vec<WantedLog>)> = Vec::new();
+    for (index, values) in replies.iter().enumerate() {
+        if let Some(wanted) = logs_wanted(values)? {
+            asked.push((index, wanted));
+        }
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    // Each log once, from the least far any of the users caught up.
+    let mut union: Vec<WantedLog> = Vec::new();
+    let mut position: HashMap<String, usize> = HashMap::new();
+    for wanted in asked.iter().flat_map(|(_, wanted)| wanted) {
+        match position.get(&wanted.group) {
+            Some(&at) => union[at].after = union[at].after.min(wanted.after),
+            None => {
+                position.insert(wanted.group.clone(), union.len());
+                union.push(wanted.clone());
+            }
+        }
+    }
+    // Boxed: reading the logs runs a script on the cluster too.
+    let logs = GroupLogs { wanted: &union };
+    let read: Pin<Box<dyn Future<Output = Result<Vec<String>, Error>>>> = Box::pin(run(&logs));
+    let lines = read.await?;
+    for (index, wanted) in &asked {
+        let given = wanted.iter().map(|w| lines[position[&w.group]].clone()).collect();
+        parts[*index].call.args[at] = GroupLogs::argument(given);
+    }
+    let parts = &*parts;
+    let again = all(asked.iter().map(|(index, _)| run_part(lua, &parts[*index], until))).await;
+    for ((index, _), values) in asked.iter().zip(again) {
+        let values = values?;
         if logs_wanted(&values)?.is_some() {
             return Err(crate::script::malformed());
         }
+        replies[*index] = values;
     }
-    Ok(PartReply { items: part.items, reply: Reply::new(values) })
+    Ok(())
 }
 
 /// Runs a script without keys on the `index`th primary (sorted by

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::group_logs::{LOGS_WANTED, WantedLog};
+use super::group_logs::LOGS_WANTED;
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
 use crate::config::Limits;

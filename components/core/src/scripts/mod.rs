@@ -32,7 +32,7 @@ pub use common::{Loaded, Members, badge_of};
 pub use dataset::{Dataset, DatasetRecord};
 pub use forget_head::ForgetHead;
 pub use forget_loaded::ForgetLoaded;
-pub use group_logs::{GroupLogs, NO_LOGS_YET, logs_wanted};
+pub use group_logs::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
 pub use head::{HeadRead, ReadHead};
 pub use heads::Heads;
 pub use join::Join;
