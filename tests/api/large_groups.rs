@@ -344,7 +344,12 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_a_cluster_a_touch_reads_each_large_groups_log_once() {
     const GROUPS: usize = 20;
-    let app = app(40, true).await;
+    let app = App::with(Setup {
+        variables: vec![("large_group_threshold", "40".into())],
+        cluster: true,
+        ..Setup::default()
+    })
+    .await;
     let members: Vec<String> = (0..30).map(member).collect();
     let fillers: Vec<String> = (0..11).map(|i| format!("f{i}")).collect();
     let everyone: Vec<&str> = members.iter().chain(&fillers).map(String::as_str).collect();
