@@ -33,6 +33,7 @@ fn shared_token_routes() -> Vec<(&'static str, Token, Value)> {
         ("/v1/recall", Token::Service, json!({"tenant": "acme", "conversation": "c1", "seq": 1, "members": ["u2"]})),
         ("/v1/join", Token::Service, json!({"tenant": "acme", "conversation": "c1", "seq": 1, "members": ["u3"]})),
         ("/v1/leave", Token::Service, json!({"tenant": "acme", "conversation": "c1", "members": ["u3"]})),
+        ("/v1/badges", Token::Service, json!({"tenant": "acme", "users": ["u2"]})),
         ("/v1/admin/reconcile", Token::Admin, json!({"tenant": "acme", "users": ["u2"]})),
         ("/v1/admin/conversations/c1/delete", Token::Admin, json!({"tenant": "acme", "members": ["u2"]})),
         ("/v1/admin/clear-category", Token::Admin, json!({"tenant": "acme", "category": "chat", "users": ["u2"]})),

@@ -323,6 +323,7 @@ fn service_calls() -> Vec<(&'static str, &'static str, Value)> {
         ("delete-conversation", "/v1/admin/conversations/c12/delete", json!({"tenant": "beta", "members": ["u1"]})),
         ("recall", "/v1/recall", json!({"tenant": "beta", "conversation": "c12", "seq": 4, "members": ["u1"]})),
         ("join", "/v1/join", json!({"tenant": "beta", "conversation": "c12", "seq": 4, "members": ["u1"]})),
+        ("badges", "/v1/badges", json!({"tenant": "beta", "users": ["u1"]})),
         ("clear-category", "/v1/admin/clear-category", json!({"tenant": "beta", "category": "chat", "users": ["u1"]})),
         ("clear-category walk", "/v1/admin/clear-category", json!({"tenant": "acme", "category": "system"})),
     ]

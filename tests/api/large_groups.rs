@@ -344,12 +344,9 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_a_cluster_a_touch_reads_each_large_groups_log_once() {
     const GROUPS: usize = 20;
-    let app = App::with(Setup {
-        variables: vec![("large_group_threshold", "40".into())],
-        cluster: true,
-        ..Setup::default()
-    })
-    .await;
+    let app =
+        App::with(Setup { variables: vec![("large_group_threshold", "40".into())], cluster: true, ..Setup::default() })
+            .await;
     let members: Vec<String> = (0..30).map(member).collect();
     let fillers: Vec<String> = (0..11).map(|i| format!("f{i}")).collect();
     let everyone: Vec<&str> = members.iter().chain(&fillers).map(String::as_str).collect();
@@ -375,4 +372,85 @@ async fn on_a_cluster_a_touch_reads_each_large_groups_log_once() {
     for (user, total) in [("m0", 2 * GROUPS), ("m1", 2 * GROUPS + 2), ("m29", 2 * GROUPS + 2)] {
         assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(total as u64), "{user}");
     }
+}
+
+/// A push gateway gets one event for a large conversation's message, which
+/// names no user, and asks `POST /v1/badges` for its members: each badge is
+/// what that member's own `GET /v1/badge` answers, in the order asked, on
+/// one Redis, on a cluster, and with a SQL store for members Redis never
+/// loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_gateway_gets_the_badges_of_a_large_groups_members() {
+    for (cluster, sql) in [(false, None), (true, None), (false, Some(crate::store::Kind::Postgres))] {
+        let store = match sql {
+            Some(kind) => Some(MessageStore::create(kind).await),
+            None => None,
+        };
+        let app = App::with(Setup {
+            sql_url: store.as_ref().map(|s| s.url.clone()),
+            variables: vec![("large_group_threshold", "3".into())],
+            cluster,
+            ..Setup::default()
+        })
+        .await;
+        let members: Vec<String> = (0..6).map(member).collect();
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        if let Some(store) = &store {
+            store.create_conversation("acme", "big", "chat", &members).await;
+            store.create_conversation("acme", "side", "chat", &["m1".to_string(), "m2".to_string()]).await;
+        }
+        let send = async |conversation: &str, seq: u64, sender: &str, named: &[&str]| {
+            let touch = message("acme", conversation, seq, 1_000 + seq, sender, named);
+            if let Some(store) = &store {
+                store
+                    .store_message("acme", conversation, seq, 1_000 + seq, sender, &touch["preview"].to_string())
+                    .await;
+            }
+            assert_eq!(app.touch(touch).await.status, 200);
+        };
+        send("big", 1, "m0", &names).await;
+        send("side", 1, "m1", &["m1", "m2"]).await;
+        assert_eq!(app.mark_read("acme", "m3", "big", 1).await.status, 200);
+        if store.is_some() {
+            // Redis lost everything: the members are loaded from the truth by
+            // the gateway's call.
+            app.redis.flush_all();
+        }
+        let mut events = Events::subscribe(&app, "acme");
+        send("big", 2, "m5", &["m5"]).await;
+        let told: Vec<Value> = events.take().into_iter().filter(|e| e["user"].is_null()).collect();
+        assert_eq!(told.len(), 1, "cluster {cluster}, {sql:?}: {told:?}");
+        let mut asked = names.clone();
+        asked.reverse();
+        asked.push("stranger");
+        let answer = app.badges("acme", &asked).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        let badges = answer.body["badges"].as_array().unwrap().clone();
+        assert_eq!(badges.len(), asked.len());
+        for (user, mut badge) in asked.iter().zip(badges) {
+            assert_eq!(badge["user"], *user);
+            badge.as_object_mut().unwrap().remove("user");
+            let mut own = app.badge("acme", user).await.body;
+            for answer in [&mut badge, &mut own] {
+                // The first read of a user Redis never had comes from SQL.
+                answer.as_object_mut().unwrap().remove("source");
+            }
+            assert_eq!(badge, own, "cluster {cluster}, {sql:?}: {user}");
+        }
+        let total = |i: usize| badges_total(&answer.body, i);
+        // m0 sent 1; m3 read 1; m5 sent 2; m1 and m2 have side too (m1 sent it).
+        assert_eq!(
+            (0..asked.len()).map(total).collect::<Vec<_>>(),
+            [0, 2, 1, 3, 2, 1, 0],
+            "cluster {cluster}, {sql:?}"
+        );
+        drop(app);
+        if let Some(store) = store {
+            store.drop_database().await;
+        }
+    }
+}
+
+fn badges_total(answer: &Value, i: usize) -> u64 {
+    answer["badges"][i]["total"].as_u64().unwrap()
 }

@@ -612,6 +612,11 @@ impl App {
         self.service("/v1/recall", body).await
     }
 
+    /// `POST /v1/badges` with the service token: the badges of `users`.
+    pub async fn badges(&self, tenant: &str, users: &[&str]) -> Answer {
+        self.service("/v1/badges", json!({"tenant": tenant, "users": users})).await
+    }
+
     /// `POST /v1/join`: `members` joined after message `seq`.
     pub async fn join(&self, tenant: &str, conversation: &str, seq: u64, members: &[&str]) -> Answer {
         self.service(

@@ -269,25 +269,18 @@ impl Guest for Core {
     }
 
     async fn badge(who: Principal, category: Option<String>) -> Result<AppBadge, Error> {
-        let store = sql::configured().await?;
-        let badge = Badge {
-            tenant: &who.tenant,
-            user: &who.user,
-            require_loaded: store.is_some(),
-            limits: Limits::read().await?,
-        };
-        let answer = redis::run(&badge).await;
-        let whom = &who;
-        let badge = or_from_truth(answer, &store, &who, false, |url, version| async move {
-            degraded::badge_of_user(&url, whom, version).await
-        })
-        .await?;
+        let badge =
+            badges_of(&who.tenant, std::slice::from_ref(&who.user)).await?.pop().ok_or_else(script::malformed)?;
         Ok(match category {
             Some(only) => {
                 scripts::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.source)
             }
             None => badge,
         })
+    }
+
+    async fn badges(tenant: String, users: Vec<String>) -> Result<Vec<AppBadge>, Error> {
+        badges_of(&tenant, &users).await
     }
 
     async fn reconcile(tenant: String, scope: UserScope) -> Result<ReconcileReport, Error> {
@@ -325,6 +318,32 @@ impl Guest for Core {
 mod export {
     use super::{Core, bindings};
     bindings::export!(Core with_types_in bindings);
+}
+
+/// The badges of `users`, in their order, in one script call; with a SQL
+/// store, a user Redis has not loaded (or every user, when Redis cannot be
+/// reached) from the truth.
+async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Error> {
+    let store = sql::configured().await?;
+    let badge =
+        Badge { users: Members { tenant, users }, require_loaded: store.is_some(), limits: Limits::read().await? };
+    let mut answers = redis::run(&badge).await.map(Vec::into_iter);
+    let mut badges = Vec::with_capacity(users.len());
+    for user in users {
+        let answer = match &mut answers {
+            Ok(each) => Ok(each.next().ok_or_else(script::malformed)?),
+            Err(error) => Err(error.clone()),
+        };
+        let who = Principal { tenant: tenant.to_string(), user: user.clone() };
+        let whom = &who;
+        badges.push(
+            or_from_truth(answer, &store, &who, false, |url, version| async move {
+                degraded::badge_of_user(&url, whom, version).await
+            })
+            .await?,
+        );
+    }
+    Ok(badges)
 }
 
 /// The members' state of a conversation goes (left, or deleted).

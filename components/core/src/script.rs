@@ -87,19 +87,25 @@ pub fn decode_parts<S: Script + ?Sized>(script: &S, parts: Vec<PartReply>) -> Re
 /// The replies of a script that answers one text per item, put back in the
 /// items' order.
 pub fn texts_by_item(parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
-    let mut out: Vec<Option<String>> = Vec::new();
+    by_item(parts, Reply::text)
+}
+
+/// The replies of a script that answers each item in turn (`one` reads an
+/// item's answer), put back in the items' order.
+pub fn by_item<T>(parts: Vec<PartReply>, mut one: impl FnMut(&mut Reply) -> Result<T, Error>) -> Result<Vec<T>, Error> {
+    let mut out: Vec<Option<T>> = Vec::new();
     for mut part in parts {
         for item in part.items {
             if out.len() <= item {
-                out.resize(item + 1, None);
+                out.resize_with(item + 1, || None);
             }
-            out[item] = Some(part.reply.text()?);
+            out[item] = Some(one(&mut part.reply)?);
         }
         if !part.reply.is_empty() {
             return Err(malformed());
         }
     }
-    out.into_iter().map(|text| text.ok_or_else(malformed)).collect()
+    out.into_iter().map(|answer| answer.ok_or_else(malformed)).collect()
 }
 
 /// The keys and arguments of one script call, with the names they were

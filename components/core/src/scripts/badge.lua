@@ -1,7 +1,21 @@
--- The user's badge. Reply: a miss ({'miss', version}) or {'ok', badge...}.
-local U, A = declare {keys = USER_KEYS, args = {'require_loaded', 'max_conversations', 'max_kept', 'logs'}}
-local wanted = take_logs(A.logs, {U})
+-- Users' badges, in their order (a user's own call names one; a push
+-- gateway's, up to 500). Reply per user: {'miss', version} (answer from the
+-- SQL store) or {'ok', badge...}.
+local _, A, users = declare {
+  args = {'require_loaded', 'max_conversations', 'max_kept', 'logs'},
+  each = {keys = USER_KEYS, args = {'user'}},
+}
+local wanted = take_logs(A.logs, users)
 if wanted then return wanted end
-if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
-catch_up(U, A.max_conversations, A.max_kept)
-return badge_reply(U, {'ok'})
+local out = {}
+for _, u in ipairs(users) do
+  if unloaded(u, A.require_loaded) then
+    out[#out + 1] = 'miss'
+    out[#out + 1] = version(u)
+  else
+    catch_up(u, A.max_conversations, A.max_kept)
+    out[#out + 1] = 'ok'
+    badge_reply(u, out)
+  end
+end
+return out

@@ -1,37 +1,52 @@
-//! `badge.lua`: the user's badge.
+//! `badge.lua`: users' badges.
 
 use crate::Error;
 use crate::bindings::unread::core::types::AppBadge;
 use crate::config::Limits;
-use crate::keys::UserKeys;
-use crate::script::{Call, Lua, Reply, Script, lua, malformed};
-use crate::scripts::Loaded;
+use crate::script::{Call, Lua, PartReply, Reply, Script, by_item, lua, malformed};
+use crate::scripts::{Loaded, Members};
 
-/// The badge of `user`.
+/// The badges of `users`, in their order.
 pub struct Badge<'a> {
-    pub tenant: &'a str,
-    pub user: &'a str,
+    pub users: Members<'a>,
     pub require_loaded: bool,
-    /// What the user keeps, as their large conversations catch up.
+    /// What each user keeps, as their large conversations catch up.
     pub limits: Limits,
 }
 
 impl Script for Badge<'_> {
-    type Reply = Loaded<AppBadge>;
+    type Reply = Vec<Loaded<AppBadge>>;
 
     fn lua() -> &'static Lua {
         lua!("badge.lua")
     }
 
     fn encode(&self, call: &mut Call) {
-        UserKeys::new(self.tenant, self.user).encode(call);
         call.arg("require_loaded", self.require_loaded);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
         call.logs();
+        self.users.encode(call, |_, _| {});
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
-        reply.loaded(|reply, status| if status == "ok" { reply.badge() } else { Err(malformed()) })
+        let badges: Vec<_> = (0..self.users.users.len()).map(|_| one(reply)).collect::<Result<_, _>>()?;
+        if !reply.is_empty() {
+            return Err(malformed());
+        }
+        Ok(badges)
     }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        let badges = by_item(parts, one)?;
+        if badges.len() != self.users.users.len() {
+            return Err(malformed());
+        }
+        Ok(badges)
+    }
+}
+
+/// One user's answer: a miss, or the badge.
+fn one(reply: &mut Reply) -> Result<Loaded<AppBadge>, Error> {
+    reply.loaded(|reply, status| if status == "ok" { reply.badge() } else { Err(malformed()) })
 }
