@@ -454,3 +454,23 @@ async fn a_push_gateway_gets_the_badges_of_a_large_groups_members() {
 fn badges_total(answer: &Value, i: usize) -> u64 {
     answer["badges"][i]["total"].as_u64().unwrap()
 }
+
+/// Events carry seqs and counts to the last digit, up to 2^53 - 1: a
+/// conversation's event its message's seq, a member's event its unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_carry_seqs_and_counts_to_the_last_digit() {
+    const LAST: u64 = (1 << 53) - 1;
+    let app = app(3, false).await;
+    let members: Vec<String> = (0..5).map(member).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let mut events = Events::subscribe(&app, "acme");
+    assert_eq!(app.touch(message("acme", "big", LAST - 2, 1_000, "m0", &names)).await.status, 200);
+    assert_eq!(app.touch(message("acme", "small", LAST, 1_001, "m0", &["m0", "m1"])).await.status, 200);
+    let events = events.take();
+    let large: Vec<&Value> = events.iter().filter(|e| e["user"].is_null()).collect();
+    assert_eq!(large.len(), 1, "{events:?}");
+    assert_eq!(large[0]["seq"].as_u64(), Some(LAST - 2), "{}", large[0]);
+    let m1 = events.iter().rfind(|e| e["user"] == "m1").unwrap();
+    assert_eq!(m1["unread"].as_u64(), Some(LAST), "{m1}");
+    assert_eq!(m1["badge"]["total"].as_u64(), Some(LAST + LAST - 2), "{m1}");
+}

@@ -51,8 +51,9 @@ class Events(threading.Thread):
         return self.messages
 
 
-def problems(messages, openapi_path):
-    """What is wrong with the published events (none published is wrong too)."""
+def problems(messages, openapi_path, large=False):
+    """What is wrong with the published events (none published is wrong too;
+    with `large`, none of a large conversation too)."""
     with open(openapi_path) as file:
         document = yaml.safe_load(file)
     schema = {"$ref": "#/components/schemas/ChangeEvent", "components": document["components"]}
@@ -60,12 +61,16 @@ def problems(messages, openapi_path):
     found = []
     if not messages:
         found.append("no change event was published")
+    large_seen = False
     for message in messages:
         try:
             event = json.loads(message)
         except ValueError:
             found.append(f"not JSON: {message[:200]!r}")
             continue
+        large_seen |= isinstance(event, dict) and event.get("large") is True
         for error in validator.iter_errors(event):
             found.append(f"{event}: {error.message}")
+    if large and not large_seen:
+        found.append("no large conversation's event was published")
     return found[:20]

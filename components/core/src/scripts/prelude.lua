@@ -257,14 +257,34 @@ local function badge_reply(u, out)
   return out
 end
 
+-- An event's JSON object of `fields`, {name, value} pairs in order: texts
+-- and nil as cjson writes them, numbers with int() (cjson writes 14
+-- significant digits, and a seq or count may have 16), tables of such pairs
+-- as objects.
+local function event_json(fields)
+  local parts = {}
+  for i, field in ipairs(fields) do
+    local name, value = field[1], field[2]
+    local text
+    if type(value) == 'number' then text = int(value)
+    elseif type(value) == 'table' then text = event_json(value)
+    elseif value == nil then text = 'null'
+    else text = cjson.encode(value) end
+    parts[i] = cjson.encode(name) .. ':' .. text
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- The change event for push gateways and the user's other devices, with the
 -- numbers as they are after the whole step; after a whole-state rewrite
 -- (no conversation) only the badge.
 local function publish(channel, user, conv, now, u)
-  local event = {user = user, conversation = cjson.null, unread = cjson.null, mentions = cjson.null,
-                 badge = badge_totals(u)}
-  if conv then event.conversation, event.unread, event.mentions = conv, now.unread, now.mentions end
-  redis.call('PUBLISH', channel, cjson.encode(event))
+  local totals = badge_totals(u)
+  local unread, mentions
+  if conv then unread, mentions = now.unread, now.mentions end
+  redis.call('PUBLISH', channel, event_json({{'user', user}, {'conversation', conv}, {'unread', unread},
+    {'mentions', mentions},
+    {'badge', {{'total', totals.total}, {'muted', totals.muted}, {'mentions', totals.mentions}}}}))
 end
 
 -- Heads ---------------------------------------------------------------------
@@ -644,7 +664,7 @@ end
 -- The event of a large conversation's message, once for all its members
 -- (who get no event each, but the sender and those mentioned by name).
 local function publish_conversation(channel, conv, seq)
-  redis.call('PUBLISH', channel, cjson.encode({user = cjson.null, conversation = conv, seq = seq, large = true}))
+  redis.call('PUBLISH', channel, event_json({{'user', nil}, {'conversation', conv}, {'seq', seq}, {'large', true}}))
 end
 
 local function membership(applied, head_key, group_key)
