@@ -90,6 +90,14 @@ pub fn texts_by_item(parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
     by_item(parts, Reply::text)
 }
 
+/// `texts`, if there are `count` of them (one per item of the call).
+pub fn one_text_each(count: usize, texts: Vec<String>) -> Result<Vec<String>, Error> {
+    if texts.len() != count {
+        return Err(malformed());
+    }
+    Ok(texts)
+}
+
 /// The replies of a script that answers each item in turn (`one` reads an
 /// item's answer), put back in the items' order.
 pub fn by_item<T>(parts: Vec<PartReply>, mut one: impl FnMut(&mut Reply) -> Result<T, Error>) -> Result<Vec<T>, Error> {

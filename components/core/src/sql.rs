@@ -268,20 +268,17 @@ pub async fn audience(url: &str, tenant: &str, conversation: &str, users: &[Stri
             };
             let mut parts = Vec::new();
             if with_head {
-                parts.push(format!(
-                    "SELECT 'c' AS kind, {} AS value FROM unread_conversation_heads WHERE tenant = {} \
-                     AND conversation = {}",
-                    cast("COALESCE(category, 'chat')"),
-                    next(),
-                    next()
-                ));
-                parts.push(format!(
-                    "SELECT 'l' AS kind, {} AS value FROM unread_large_conversations WHERE tenant = {} \
-                     AND conversation = {}",
-                    cast("conversation"),
-                    next(),
-                    next()
-                ));
+                // One row of `kind`, `column` of `table`'s row of the conversation, if it has one.
+                let mut of_conversation = |kind: &str, column: &str, table: &str| {
+                    let (tenant, conversation) = (next(), next());
+                    format!(
+                        "SELECT '{kind}' AS kind, {} AS value FROM {table} WHERE tenant = {tenant} \
+                         AND conversation = {conversation}",
+                        cast(column)
+                    )
+                };
+                parts.push(of_conversation("c", "COALESCE(category, 'chat')", "unread_conversation_heads"));
+                parts.push(of_conversation("l", "conversation", "unread_large_conversations"));
             }
             if !users.is_empty() {
                 let (t, c) = (next(), next());

@@ -4,7 +4,7 @@
 use spin_sdk::redis::RedisResult;
 
 use crate::Error;
-use crate::script::{Call, Lua, PartReply, Reply, Script, lua, malformed, texts_by_item};
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua, malformed, one_text_each, texts_by_item};
 
 /// The first element of a reply that asks for the logs instead of answering
 /// (`LOGS_WANTED` in `prelude.lua`; a unit test holds the two together).
@@ -64,19 +64,11 @@ impl Script for GroupLogs<'_> {
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
-        let logs = reply.rest()?;
-        if logs.len() != self.wanted.len() {
-            return Err(malformed());
-        }
-        Ok(logs)
+        one_text_each(self.wanted.len(), reply.rest()?)
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
-        let logs = texts_by_item(parts)?;
-        if logs.len() != self.wanted.len() {
-            return Err(malformed());
-        }
-        Ok(logs)
+        one_text_each(self.wanted.len(), texts_by_item(parts)?)
     }
 }
 

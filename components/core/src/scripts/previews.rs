@@ -3,7 +3,7 @@
 use crate::Error;
 use crate::bindings::unread::core::types::Conversation;
 use crate::keys::ConversationKeys;
-use crate::script::{Call, Lua, PartReply, Reply, Script, lua, malformed, texts_by_item};
+use crate::script::{Call, Lua, PartReply, Reply, Script, lua, one_text_each, texts_by_item};
 
 /// What a row shows when its head has no preview for its last message (none
 /// yet, or the member was not told of the conversation's newer messages)
@@ -33,19 +33,11 @@ impl Script for Previews<'_> {
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Vec<String>, Error> {
-        let previews = reply.rest()?;
-        if previews.len() != self.rows.len() {
-            return Err(malformed());
-        }
-        Ok(previews)
+        one_text_each(self.rows.len(), reply.rest()?)
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<String>, Error> {
-        let previews = texts_by_item(parts)?;
-        if previews.len() != self.rows.len() {
-            return Err(malformed());
-        }
-        Ok(previews)
+        one_text_each(self.rows.len(), texts_by_item(parts)?)
     }
 }
 
