@@ -726,18 +726,15 @@ impl World {
         if c.large {
             reached.extend(c.reach.iter().filter(|m| !named.contains(m)).cloned());
         }
-        let large = c.large;
         for member in &reached {
-            let member = member.as_str();
             let entry = self.model.entry(member, conversation);
             if entry.gone {
                 continue;
             }
-            if large {
-                self.conversations.iter_mut().find(|c| c.id == conversation).unwrap().reach.insert(member.to_string());
+            if c.large {
+                c.reach.insert(member.clone());
             }
-            let entry = self.model.entry(member, conversation);
-            entry.category = touch["category"].as_str().unwrap().to_string();
+            entry.category = category.to_string();
             if seq > entry.last {
                 entry.last = seq;
                 entry.score = score;
@@ -745,7 +742,10 @@ impl World {
             if member == sender {
                 entry.read = entry.read.max(seq);
                 entry.marked = false;
-            } else if (all || mentioned.contains(&member)) && seq > entry.read && !entry.recalled.contains(&seq) {
+            } else if (all || mentioned.contains(&member.as_str()))
+                && seq > entry.read
+                && !entry.recalled.contains(&seq)
+            {
                 entry.mentions.insert(seq);
             }
         }
