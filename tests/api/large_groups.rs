@@ -263,6 +263,17 @@ async fn written_once(cluster: bool) {
     // A member's next call pays for what came: the state is written then.
     let state = app.redis.stored("un:v2:{acme:m399}:conv", "big");
     assert!(state.unwrap().starts_with("2:0:"), "m399 caught up on reading");
+
+    // A message that names only its sender (who has read the conversation)
+    // writes the conversation's head, its earlier messages and its log's
+    // counter, and the sender's state once (list, state, version,
+    // membership), though the sender's state catches up with the log too.
+    let before = app.redis.writes_run();
+    assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
+    let writes = app.redis.writes_run() - before;
+    assert!(writes <= 7, "a message to 400 members wrote {writes} times");
+    let row = app.row("acme", "m1", "big").await.unwrap();
+    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(0)));
 }
 
 /// A member leaves a large conversation before catching up with its newest

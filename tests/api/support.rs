@@ -219,19 +219,45 @@ impl RedisServer {
     /// Redis commands run so far, inside scripts included (every `cmdstat_`
     /// line of `INFO commandstats` but the scripts' own calls and `INFO`).
     pub fn commands_run(&self) -> u64 {
-        let mut total = 0;
+        self.commands_by_name().values().sum()
+    }
+
+    /// Commands that write data run so far (those Redis flags `write`; not
+    /// `PUBLISH`), on every primary.
+    pub fn writes_run(&self) -> u64 {
+        let mut connection = self.primaries().remove(0);
+        self.commands_by_name()
+            .into_iter()
+            .filter(|(name, _)| {
+                let info: redis::Value = redis::cmd("COMMAND").arg("INFO").arg(name).query(&mut connection).unwrap();
+                let redis::Value::Array(mut commands) = info else { return false };
+                let Some(redis::Value::Array(command)) = commands.pop() else { return false };
+                let Some(redis::Value::Array(flags)) = command.get(2) else { return false };
+                flags.iter().any(|flag| matches!(flag, redis::Value::SimpleString(f) if f == "write"))
+            })
+            .map(|(_, count)| count)
+            .sum()
+    }
+
+    /// How many times each command ran so far (on a cluster, summed over
+    /// every primary), from `INFO commandstats`: what scripts ran inside
+    /// them, not the scripts themselves, nor the test's own INFO and the
+    /// cluster client's bookkeeping.
+    fn commands_by_name(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut counts = std::collections::BTreeMap::new();
         for mut connection in self.primaries() {
             let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
-            total += info
-                .lines()
-                .filter_map(|line| line.strip_prefix("cmdstat_"))
-                .filter(|line| {
-                    !["info:", "evalsha:", "eval:", "cluster:", "asking:"].iter().any(|skip| line.starts_with(skip))
-                })
-                .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
-                .sum::<u64>();
+            for line in info.lines().filter_map(|line| line.strip_prefix("cmdstat_")) {
+                let Some((name, stats)) = line.split_once(':') else { continue };
+                let base = name.split('|').next().unwrap_or(name);
+                if ["info", "evalsha", "eval", "cluster", "asking", "command"].contains(&base) {
+                    continue;
+                }
+                let Some(calls) = stats.split(['=', ',']).nth(1).and_then(|n| n.parse::<u64>().ok()) else { continue };
+                *counts.entry(name.to_string()).or_default() += calls;
+            }
         }
-        total
+        counts
     }
 
     /// Empties the server (on a cluster, every primary), as a Redis that

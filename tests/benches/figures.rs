@@ -7,7 +7,8 @@
 //! the host's sockets would change (not Spin's behaviour, see
 //! docs/latency.md); Redis memory per user. Loopback only; bounded call
 //! counts (a few minutes in all). It prints figures and asserts nothing
-//! about time.
+//! about time. Name sections to run only those (`-- messages large-reads`;
+//! see `main`).
 
 #[path = "../api/support.rs"]
 #[allow(dead_code)]
@@ -296,6 +297,43 @@ const HEADER: &str = "call                          calls      rps   p50 ms   p9
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let started = Instant::now();
+    if wanted("functions") {
+        function_table().await;
+    }
+    if wanted("entries") {
+        entry_bytes().await;
+    }
+    if wanted("messages") {
+        message_costs().await;
+    }
+    if wanted("large-reads") {
+        large_group_reads(false).await;
+        large_group_reads(true).await;
+    }
+    if wanted("tokens") {
+        token_costs().await;
+    }
+    if wanted("nodelay") {
+        nodelay_comparison().await;
+    }
+    if wanted("cluster") {
+        cluster_comparison().await;
+    }
+    println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// Whether the command line names `section` (`cargo bench --profile tools
+/// -p unread-tests -- messages large-reads`), or names none: then every
+/// section runs. (Cargo passes `--bench` itself.)
+fn wanted(section: &str) -> bool {
+    let named: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
+    named.is_empty() || named.iter().any(|name| name == section)
+}
+
+/// Every function at 1, 16 and 64 clients against the platform's and
+/// Redis's ceilings, then Redis memory per user and the touch of a group
+/// whose members hold many pending mentions.
+async fn function_table() {
     // Every member written, whatever the group's size: read diffusion has
     // figures of its own below.
     let every_member = vec![("large_group_threshold", "0".to_string())];
@@ -366,14 +404,6 @@ async fn main() {
         run.ms(1.0),
         usec
     );
-    entry_bytes().await;
-    message_costs().await;
-    large_group_reads(false).await;
-    large_group_reads(true).await;
-    token_costs().await;
-    nodelay_comparison().await;
-    cluster_comparison().await;
-    println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
 }
 
 /// Redis bytes per user-conversation entry: 100 users with 50 conversations
@@ -450,7 +480,8 @@ async fn entry_bytes() {
 
 /// What one message costs by the size of its conversation: the touch calls
 /// it takes (at most 500 members a call), the Redis commands its scripts run
-/// (every `cmdstat_` but the scripts' own), and messages per second at one
+/// (every `cmdstat_` but the scripts' own), how many of those write data
+/// (Redis flags them `write`; events are `PUBLISH`, not counted there), and messages per second at one
 /// client (after a first message, so that no first call and no conversion
 /// is timed). Written to every member (`large_group_threshold` 0), and with
 /// read diffusion (the default), where after the first message the app
@@ -458,7 +489,7 @@ async fn entry_bytes() {
 /// the one-to-one message on the same Redis).
 async fn message_costs() {
     println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages after a first one)");
-    println!("members   how                 touch calls   commands per message   per member   messages/s");
+    println!("members   how                 touch calls   commands per message   writes   per member   messages/s");
     let every =
         Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..Setup::default() }).await);
     let large = Arc::new(App::with(Setup::default()).await);
@@ -486,19 +517,20 @@ async fn message_costs() {
         };
         send(1, &chunks).await;
         let named = if size > 100 && how != "every member" { vec![vec!["m0"]] } else { chunks.clone() };
-        let before = app.redis.commands_run();
+        let (before, writes_before) = (app.redis.commands_run(), app.redis.writes_run());
         let started = Instant::now();
         for seq in 2..=messages + 1 {
             send(seq, &named).await;
         }
         let rate = messages as f64 / started.elapsed().as_secs_f64();
         let commands = (app.redis.commands_run() - before) as f64 / messages as f64;
+        let writes = (app.redis.writes_run() - writes_before) as f64 / messages as f64;
         // Against the one-to-one message on the same Redis (one, or the cluster).
         if size == 2 {
             one_to_one = rate;
         }
         println!(
-            "{size:>7}   {how:<16}   {:>11}   {commands:>20.0}   {:>10.3}   {rate:>10.1} ({:.3}x one-to-one)",
+            "{size:>7}   {how:<16}   {:>11}   {commands:>20.0}   {writes:>6.1}   {:>10.3}   {rate:>10.1} ({:.3}x one-to-one)",
             named.len(),
             commands / size as f64,
             rate / one_to_one

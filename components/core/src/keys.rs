@@ -74,12 +74,12 @@ pub fn slot(key: &str) -> u16 {
 
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
-pub const CONVERSATION_KEYS: [&str; 4] = ["head", "recalls", "recent", "group"];
+pub const CONVERSATION_KEYS: [&str; 4] = ["head", "recalls", "earlier", "group"];
 
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
 /// many members list it; `recalls`, the previews recalls gave for messages
-/// not touched yet; `recent`, the messages the head held before, for a few
+/// not touched yet; `earlier`, the messages the head held before, for a few
 /// seconds; `group`, a large conversation's log (read diffusion). The
 /// `head:` prefix keeps them apart from every user's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,7 +203,7 @@ mod tests {
         let keys = ConversationKeys::new("acme", "c:1");
         assert_eq!(keys.key("head"), "un:v2:head:{acme:c%3A1}");
         assert_eq!(keys.key("recalls"), "un:v2:head:{acme:c%3A1}:recalls");
-        assert_eq!(keys.key("recent"), "un:v2:head:{acme:c%3A1}:recent");
+        assert_eq!(keys.key("earlier"), "un:v2:head:{acme:c%3A1}:earlier");
         assert_ne!(ConversationKeys::new("a:b", "c"), ConversationKeys::new("a", "b:c"));
         // A user named like the conversation has no key of the conversation's names.
         let (user, conversation) = (UserKeys::new("acme", "c"), ConversationKeys::new("acme", "c"));

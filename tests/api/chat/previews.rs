@@ -67,7 +67,7 @@ async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
     assert_eq!(app.row("acme", "u3", "c1").await.unwrap()["preview"], hidden);
     // Once the recent messages are gone (seconds later), no preview at all.
     let _: () =
-        redis::cmd("DEL").arg("un:v2:head:{acme:c1}:recent").query(&mut app.redis.connection().unwrap()).unwrap();
+        redis::cmd("DEL").arg("un:v2:head:{acme:c1}:earlier").query(&mut app.redis.connection().unwrap()).unwrap();
     let u3 = app.row("acme", "u3", "c1").await.unwrap();
     assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
 }

@@ -25,8 +25,8 @@
 --
 -- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
 -- message (seq, list score, category, preview); recalls, seq -> the preview a
--- recall gave for a message whose touch has not come yet; recent, the
--- messages the head held before (`seq:preview`, newest first, a few, for
+-- recall gave for a message whose touch has not come yet; earlier, the
+-- messages the head held before (one string, newest first, a few, for
 -- seconds: a list page reads its rows, then their previews, and a message
 -- may come in between). Previews live there once per conversation, never in
 -- a user's state. group, only for a large conversation (read diffusion): a
@@ -44,7 +44,7 @@
 -- goes back to Redis is formatted with int().
 
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta', 'groups'}
-local CONVERSATION_KEYS = {'head', 'recalls', 'recent', 'group'}
+local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group'}
 
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
@@ -318,9 +318,27 @@ local function encode_head(seq, score, category, preview)
   return int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview
 end
 
--- One of the head's recent messages, `seq:preview`.
-local function recent_item(seq, preview)
-  return int(seq) .. ':' .. preview
+-- The messages the head held before, newest first, as {seq, preview}
+-- pairs: one string of `seq:length:preview` items (a preview may hold any
+-- byte), so that a message writes it once.
+local function earlier_items(h)
+  local text, items, at = redis.call('GET', h.earlier) or '', {}, 1
+  while at <= #text do
+    local seq, length, start = string.match(text, '^(%d+):(%d+):()', at)
+    if not seq then break end
+    local stop = start + tonumber(length)
+    items[#items + 1] = {tonumber(seq), string.sub(text, start, stop - 1)}
+    at = stop
+  end
+  return items
+end
+
+-- Writes the earlier messages, `...` the SET options (a time to live, or
+-- KEEPTTL).
+local function set_earlier(h, items, ...)
+  local parts = {}
+  for i, item in ipairs(items) do parts[i] = int(item[1]) .. ':' .. #item[2] .. ':' .. item[2] end
+  redis.call('SET', h.earlier, table.concat(parts), ...)
 end
 
 -- The conversation's last message is `seq` (list score `score`, in
@@ -344,9 +362,10 @@ local function advance_head(h, seq, score, category, preview, ttl)
   local head = get_head(h.head)
   if head and seq <= head.seq then return false end
   if head then
-    redis.call('LPUSH', h.recent, recent_item(head.seq, head.preview))
-    redis.call('LTRIM', h.recent, 0, RECENT_PREVIEWS - 1)
-    redis.call('EXPIRE', h.recent, RECENT_SECONDS)
+    local items = earlier_items(h)
+    table.insert(items, 1, {head.seq, head.preview})
+    items[RECENT_PREVIEWS + 1] = nil
+    set_earlier(h, items, 'EX', RECENT_SECONDS)
   end
   if redis.call('HLEN', h.recalls) > 0 then
     preview = redis.call('HGET', h.recalls, int(seq)) or preview
@@ -357,7 +376,7 @@ local function advance_head(h, seq, score, category, preview, ttl)
 end
 
 -- The preview of message `seq` if the head (as `get_head` read it) or its
--- recent messages hold it; nil otherwise (and, with `replace`, replaced
+-- earlier messages hold it; nil otherwise (and, with `replace`, replaced
 -- there).
 local function held_preview(h, head, seq, replace)
   if not head or seq > head.seq then return nil end
@@ -365,10 +384,14 @@ local function held_preview(h, head, seq, replace)
     if replace then redis.call('SET', h.head, encode_head(seq, head.score, head.category, replace), 'KEEPTTL') end
     return head.preview
   end
-  for i, item in ipairs(redis.call('LRANGE', h.recent, 0, -1)) do
-    local s, text = string.match(item, '^(%d+):(.*)$')
-    if tonumber(s) == seq then
-      if replace then redis.call('LSET', h.recent, i - 1, recent_item(seq, replace)) end
+  local items = earlier_items(h)
+  for _, item in ipairs(items) do
+    if item[1] == seq then
+      local text = item[2]
+      if replace then
+        item[2] = replace
+        set_earlier(h, items, 'KEEPTTL')
+      end
       return text
     end
   end
@@ -376,7 +399,7 @@ local function held_preview(h, head, seq, replace)
 end
 
 -- A recall's replacement preview for message `seq`: the head's preview if
--- it is the last message (and a recent one's if it was); kept for its touch
+-- it is the last message (and an earlier one's if it was); kept for its touch
 -- if it is newer.
 local function recall_preview(h, seq, preview, ttl)
   local head = get_head(h.head)
@@ -762,20 +785,37 @@ local function take_logs(text, users)
   return out
 end
 
+-- What a member of a large conversation (membership record `value`) has to
+-- catch up with: how far it had, the keys, and the log (read here on one
+-- Redis, given on a cluster); nil when the record is not one, or no log
+-- was given (a conversation joined after the caller read the logs catches
+-- up next time).
+local function behind(value)
+  local applied, head_key, group_key = decode_membership(value)
+  if not applied then return nil end
+  local log
+  if given_logs then log = given_logs[group_key] else log = read_log(head_key, group_key, applied) end
+  if not log then return nil end
+  return {applied = applied, head_key = head_key, group_key = group_key, log = log}
+end
+
+-- Adds to `msg` the recalls and @all mentions the log holds after `applied`.
+local function add_logged(msg, log, applied)
+  for _, e in ipairs(log.entries) do
+    local kind, seq = string.match(e[1], '^([ra])(%d+)$')
+    if e[2] <= applied or e[2] > log.counter then kind = nil end
+    if kind == 'r' then msg.recalled[#msg.recalled + 1] = tonumber(seq)
+    elseif kind == 'a' then msg.all[#msg.all + 1] = tonumber(seq) end
+  end
+end
+
 -- Brings the member's state of one large conversation up to its head and
 -- log, with the step every message takes (`reach`). Returns whether it
 -- changed.
 local function catch_up_one(u, conv, value, max_conversations, max_kept)
-  local applied, head_key, group_key = decode_membership(value)
-  if not applied then return false end
-  local log
-  if given_logs then
-    -- A conversation joined after the caller read the logs catches up next time.
-    log = given_logs[group_key]
-    if not log then return false end
-  else
-    log = read_log(head_key, group_key, applied)
-  end
+  local b = behind(value)
+  if not b then return false end
+  local applied, log = b.applied, b.log
   -- Nothing came since: one read per large conversation. (A counter behind
   -- `applied`, from logs read before another call caught the member up,
   -- applies again what the state holds: a step that changes nothing.)
@@ -795,14 +835,9 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   else
     msg.seq, msg.score, msg.category = st.last, st.score, st.category
   end
-  for _, e in ipairs(log.entries) do
-    local kind, seq = string.match(e[1], '^([ra])(%d+)$')
-    if e[2] <= applied or e[2] > log.counter then kind = nil end
-    if kind == 'r' then msg.recalled[#msg.recalled + 1] = tonumber(seq)
-    elseif kind == 'a' then msg.all[#msg.all + 1] = tonumber(seq) end
-  end
+  add_logged(msg, log, applied)
   local changed = reach(u, conv, st, where, msg, max_conversations, max_kept)
-  join_large(u, conv, log.counter, head_key, group_key)
+  join_large(u, conv, log.counter, b.head_key, b.group_key)
   return changed
 end
 
@@ -811,12 +846,14 @@ end
 -- any call that reads or publishes them: then every number, badge and event
 -- is what writing every member would have made it. On one Redis the heads
 -- and logs are read here (other slots); on Redis Cluster they come with the
--- call (take_logs). Returns whether any state changed.
-local function catch_up(u, max_conversations, max_kept)
+-- call (take_logs). `except`: a conversation the caller catches up itself.
+-- Returns whether any state changed.
+local function catch_up(u, max_conversations, max_kept, except)
   local changed = false
   local groups = redis.call('HGETALL', u.groups)
   for i = 1, #groups, 2 do
-    if catch_up_one(u, groups[i], groups[i + 1], tonumber(max_conversations), tonumber(max_kept)) then
+    if groups[i] ~= except
+      and catch_up_one(u, groups[i], groups[i + 1], tonumber(max_conversations), tonumber(max_kept)) then
       changed = true
     end
   end

@@ -27,7 +27,7 @@ impl Script for Previews<'_> {
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
         call.each(self.rows, |item, row| {
-            ConversationKeys::new(self.tenant, &row.id).encode_only(item, &["head", "recent"]);
+            ConversationKeys::new(self.tenant, &row.id).encode_only(item, &["head", "earlier"]);
             item.arg("last", row.last_seq);
         });
     }

@@ -100,13 +100,25 @@ for i, m in ipairs(members) do
   if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not st) then
     unanswered[#unanswered + 1] = m.user
   elseif not (large and m.role == '') then
-    -- The member's large conversations first, so that the event below
-    -- carries the whole badge.
-    if catch_up(m, max_conversations, max_kept) then st, where = find(m, conv) end
-    msg.role = m.role
+    -- The member's other large conversations first, so that the event
+    -- below carries the whole badge. What this one's log holds since the
+    -- member's state comes with the message, in one step; but a message
+    -- older than the head (late), or a member who left, catches up first
+    -- as any call would.
+    if catch_up(m, max_conversations, max_kept, large and conv) then st, where = find(m, conv) end
+    local b = large and behind(large)
+    if b and b.log.counter == b.applied then b = nil end
+    if b and (not b.log.counter or (b.log.head and b.log.head.seq > seq) or (st and has_flag(st, 'x'))) then
+      if catch_up_one(m, conv, large, max_conversations, max_kept) then st, where = find(m, conv) end
+      b = nil
+    end
+    msg.role, msg.recalled, msg.all = m.role, {}, {}
+    if b then add_logged(msg, b.log, b.applied) end
     local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
     if changed then applied = 1 end
-    if counter and not large and not (st and has_flag(st, 'x')) then
+    if b then
+      join_large(m, conv, b.log.counter, b.head_key, b.group_key)
+    elseif counter and not large and not (st and has_flag(st, 'x')) then
       join_large(m, conv, counter, A.head_key, A.group_key)
     end
     if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
