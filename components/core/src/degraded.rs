@@ -70,10 +70,30 @@ fn conversation(row: &TruthRow) -> Conversation {
     }
 }
 
-/// The badge, from SQL.
-pub async fn badge_of_user(url: &str, who: &Principal, version: Option<String>) -> Result<AppBadge, Error> {
-    let (rows, source) = user_truth(url, who, version).await?;
-    Ok(badge(&rows, source))
+/// The badges of users of `tenant`, from one read of their truth: a user
+/// with a version (Redis answered a miss) is rebuilt in Redis from it too,
+/// all in one rebuild (best effort: if Redis moved meanwhile, the next
+/// request rebuilds); one without (Redis unreachable) gets a degraded badge.
+pub async fn badges_of_users(
+    url: &str,
+    tenant: &str,
+    users: &[(String, Option<String>)],
+) -> Result<Vec<AppBadge>, Error> {
+    let limits = Limits::read().await?;
+    let names: Vec<String> = users.iter().map(|(user, _)| user.clone()).collect();
+    let truth = sql::truth(url, tenant, &names, limits).await?;
+    let missed: Vec<(String, String)> =
+        users.iter().filter_map(|(user, version)| Some((user.clone(), version.clone()?))).collect();
+    if !missed.is_empty() {
+        let _ = reconcile::rebuild(tenant, &missed, &truth, true, limits).await;
+    }
+    Ok(users
+        .iter()
+        .map(|(user, version)| {
+            let rows: Vec<TruthRow> = truth.rows.iter().filter(|row| &row.user == user).cloned().collect();
+            badge(&rows, if version.is_some() { Source::Sql } else { Source::SqlRedisUnreachable })
+        })
+        .collect())
 }
 
 /// A list page, from SQL, with the same order and cursors as Redis gives.

@@ -327,23 +327,39 @@ async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Erro
     let store = sql::configured().await?;
     let badge =
         Badge { users: Members { tenant, users }, require_loaded: store.is_some(), limits: Limits::read().await? };
-    let mut answers = redis::run(&badge).await.map(Vec::into_iter);
-    let mut badges = Vec::with_capacity(users.len());
-    for user in users {
-        let answer = match &mut answers {
-            Ok(each) => Ok(each.next().ok_or_else(script::malformed)?),
-            Err(error) => Err(error.clone()),
+    // Users Redis cannot answer for come from one read of the truth.
+    let (mut badges, from_truth): (Vec<Option<AppBadge>>, Vec<(String, Option<String>)>) =
+        match (redis::run(&badge).await, &store) {
+            (Ok(answers), _) if answers.len() != users.len() => return Err(script::malformed()),
+            (Ok(answers), _) => {
+                let mut missed = Vec::new();
+                let badges = answers
+                    .into_iter()
+                    .zip(users)
+                    .map(|(answer, user)| match answer {
+                        Loaded::Ready(badge) => Some(badge),
+                        Loaded::Miss(version) => {
+                            missed.push((user.clone(), Some(version)));
+                            None
+                        }
+                    })
+                    .collect();
+                (badges, missed)
+            }
+            (Err(Error::Unavailable(reason)), Some(_)) => {
+                eprintln!("unread: warning: answering tenant={tenant} from SQL: {reason}");
+                (vec![None; users.len()], users.iter().map(|user| (user.clone(), None)).collect())
+            }
+            (Err(error), _) => return Err(error),
         };
-        let who = Principal { tenant: tenant.to_string(), user: user.clone() };
-        let whom = &who;
-        badges.push(
-            or_from_truth(answer, &store, &who, false, |url, version| async move {
-                degraded::badge_of_user(&url, whom, version).await
-            })
-            .await?,
-        );
+    if !from_truth.is_empty() {
+        let Some(url) = &store else { return Err(script::malformed()) };
+        let mut answered = degraded::badges_of_users(url, tenant, &from_truth).await?.into_iter();
+        for badge in badges.iter_mut().filter(|badge| badge.is_none()) {
+            *badge = Some(answered.next().ok_or_else(script::malformed)?);
+        }
     }
-    Ok(badges)
+    badges.into_iter().map(|badge| badge.ok_or_else(script::malformed)).collect()
 }
 
 /// The members' state of a conversation goes (left, or deleted).

@@ -748,9 +748,10 @@ local LOGS_WANTED = 'unread:logs-wanted'
 -- yet) or the logs, as encode_log writes them, one per line. With '-' and
 -- users in large conversations, the script must write nothing and answer
 -- what this returns: LOGS_WANTED, n, then n times the head key, the group
--- key and how far the users caught up (the least); the caller runs it
--- again with those logs. Otherwise nil: go on.
-local function take_logs(text, users)
+-- key and how far the users caught up (the least; with `from_start`, 0:
+-- the whole log); the caller runs it again with those logs. Otherwise nil:
+-- go on.
+local function take_logs(text, users, from_start)
   if text == '' then return nil end
   given_logs = {}
   if text ~= '-' then
@@ -769,6 +770,7 @@ local function take_logs(text, users)
     local groups = redis.call('HGETALL', u.groups)
     for i = 2, #groups, 2 do
       local applied, head_key, group_key = decode_membership(groups[i])
+      if applied and from_start then applied = 0 end
       if applied and not wanted[group_key] then
         order[#order + 1] = group_key
         wanted[group_key] = {head = head_key, applied = applied}

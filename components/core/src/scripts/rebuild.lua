@@ -13,7 +13,10 @@
 -- up first (what the truth holds, Redis may already have moved past), and
 -- the user is a member of each large conversation the truth gives, from
 -- the start of its log (a step that changes nothing the truth already
--- holds): its newer messages reach the user.
+-- holds): its newer messages reach the user. A rewrite replays every large
+-- conversation's log before it publishes: a message that came after the
+-- truth was read (the state caught up with it just before) stays counted.
+-- On a cluster the logs come whole (from their start) for that replay.
 -- A user with nothing in the truth and no keys is left without any unless
 -- `load_empty` (they asked themselves).
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
@@ -22,7 +25,7 @@ local _, A, users = declare {
   args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
-local wanted = take_logs(A.logs, users)
+local wanted = take_logs(A.logs, users, true)
 if wanted then return wanted end
 
 local function seqs(text)
@@ -214,11 +217,18 @@ for _, u in ipairs(users) do
     catch_up(u, A.max_conversations, A.max_kept)
     local truth = parse(u.rows)
     local differs_at_all, details, max_drift = compare(u, truth)
+    if differs_at_all then rewrite(u, truth) end
+    join_large_ones(u, truth)
     if differs_at_all then
-      rewrite(u, truth)
+      -- The truth may be older than a large conversation's log: what came
+      -- since (and the state had caught up with) comes back, and what the
+      -- truth already holds changes nothing.
+      for _, t in ipairs(truth) do
+        if t.group_key ~= '' then join_large(u, t.conv, 0, t.head_key, t.group_key) end
+      end
+      catch_up(u, A.max_conversations, A.max_kept)
       if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
     end
-    join_large_ones(u, truth)
     redis.call('HSET', u.meta, 'loaded', '1')
     if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end
     if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end
