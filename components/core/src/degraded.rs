@@ -70,15 +70,15 @@ fn conversation(row: &TruthRow) -> Conversation {
     }
 }
 
+/// A user Redis could not answer for, with the state's version if Redis
+/// answered a miss (none: Redis was unreachable).
+pub type Missed = (String, Option<String>);
+
 /// The badges of users of `tenant`, from one read of their truth: a user
 /// with a version (Redis answered a miss) is rebuilt in Redis from it too,
 /// all in one rebuild (best effort: if Redis moved meanwhile, the next
 /// request rebuilds); one without (Redis unreachable) gets a degraded badge.
-pub async fn badges_of_users(
-    url: &str,
-    tenant: &str,
-    users: &[(String, Option<String>)],
-) -> Result<Vec<AppBadge>, Error> {
+pub async fn badges_of_users(url: &str, tenant: &str, users: &[Missed]) -> Result<Vec<AppBadge>, Error> {
     let limits = Limits::read().await?;
     let names: Vec<String> = users.iter().map(|(user, _)| user.clone()).collect();
     let truth = sql::truth(url, tenant, &names, limits).await?;

@@ -328,7 +328,7 @@ async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Erro
     let badge =
         Badge { users: Members { tenant, users }, require_loaded: store.is_some(), limits: Limits::read().await? };
     // Users Redis cannot answer for come from one read of the truth.
-    let (mut badges, from_truth): (Vec<Option<AppBadge>>, Vec<(String, Option<String>)>) =
+    let (mut badges, from_truth): (Vec<Option<AppBadge>>, Vec<degraded::Missed>) =
         match (redis::run(&badge).await, &store) {
             (Ok(answers), _) if answers.len() != users.len() => return Err(script::malformed()),
             (Ok(answers), _) => {
