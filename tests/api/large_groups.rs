@@ -263,6 +263,17 @@ async fn written_once(cluster: bool) {
     // A member's next call pays for what came: the state is written then.
     let state = app.redis.stored("un:v2:{acme:m399}:conv", "big");
     assert!(state.unwrap().starts_with("2:0:"), "m399 caught up on reading");
+    // A membership record is how far the member caught up, a number: the
+    // conversation's keys are named from its identifier.
+    let record = app.redis.stored("un:v2:{acme:m399}:groups", "big").unwrap();
+    assert!(record.parse::<u64>().is_ok(), "{record:?}");
+    if !cluster {
+        // A record of the earlier layout (with the keys' names) still reads.
+        let applied = app.redis.stored("un:v2:{acme:m398}:groups", "big").unwrap();
+        let earlier = format!("{applied}\nun:v2:head:{{acme:big}}\nun:v2:head:{{acme:big}}:group");
+        let mut redis = app.redis.connection().unwrap();
+        let () = redis::cmd("HSET").arg("un:v2:{acme:m398}:groups").arg("big").arg(earlier).query(&mut redis).unwrap();
+    }
 
     // A message that names only its sender (who has read the conversation)
     // writes the conversation's head, its earlier messages and its log's
@@ -274,6 +285,8 @@ async fn written_once(cluster: bool) {
     assert!(writes <= 7, "a message to 400 members wrote {writes} times");
     let row = app.row("acme", "m1", "big").await.unwrap();
     assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(0)));
+    let row = app.row("acme", "m398", "big").await.unwrap();
+    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(3)), "m398");
 }
 
 /// A member leaves a large conversation before catching up with its newest

@@ -557,6 +557,15 @@ async fn large_group_reads(cluster: bool) {
         members.len(),
         if cluster { ", Redis Cluster" } else { "" }
     );
+    if !cluster {
+        let mut redis = app.redis.connection().unwrap();
+        let bytes: u64 =
+            redis::cmd("MEMORY").arg("USAGE").arg("un:v2:{bench:r0}:groups").query(&mut redis).unwrap_or_default();
+        println!(
+            "a reader's membership records: {bytes} bytes for {GROUPS} large groups, {:.1} per membership",
+            bytes as f64 / GROUPS as f64
+        );
+    }
     println!(
         "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | redis us/call | messages/s meanwhile"
     );

@@ -90,7 +90,7 @@ pub struct ConversationKeys {
 impl ConversationKeys {
     /// The keys of `conversation` of `tenant`.
     pub fn new(tenant: &str, conversation: &str) -> Self {
-        ConversationKeys { head: format!("{PREFIX}:head:{{{}:{}}}", escape(tenant), escape(conversation)) }
+        ConversationKeys { head: format!("{}{}}}", conversations_prefix(tenant), escape(conversation)) }
     }
 
     /// One of the conversation's keys, by its name in [`CONVERSATION_KEYS`].
@@ -114,6 +114,15 @@ impl ConversationKeys {
             call.key(name, self.key(name));
         }
     }
+}
+
+/// How the head key of every conversation of `tenant` begins: the head's
+/// name is this, the [`escape`]d conversation and `}`. A script that
+/// catches a member up with large conversations names their keys from it
+/// (`conversation_keys` in `prelude.lua`, held to [`ConversationKeys`] by
+/// a unit test), so that a membership record is a number.
+pub fn conversations_prefix(tenant: &str) -> String {
+    format!("{PREFIX}:head:{{{}:", escape(tenant))
 }
 
 /// The pattern of every `meta` key of a tenant's users: a walk without a SQL

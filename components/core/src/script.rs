@@ -218,14 +218,18 @@ impl Call {
         let _ = name;
     }
 
-    /// The fixed argument `logs` of a script that catches its users up with
-    /// their large conversations (`take_logs` in `prelude.lua`): empty, so
-    /// that on one Redis the script reads the conversations' heads and logs
-    /// itself; on Redis Cluster, where they live in other slots, the cluster
-    /// client fills it in ([`crate::scripts::GroupLogs`]).
-    pub fn logs(&mut self) {
+    /// The fixed arguments `logs` and `conversations` of a script that
+    /// catches `tenant`'s users up with their large conversations
+    /// (`take_logs` in `prelude.lua`). `logs` is empty, so that on one Redis
+    /// the script reads the conversations' heads and logs itself; on Redis
+    /// Cluster, where they live in other slots, the cluster client fills it
+    /// in ([`crate::scripts::GroupLogs`]). `conversations`: how the names of
+    /// the tenant's conversation keys begin, from which the script names
+    /// those of a membership (which holds only a number).
+    pub fn logs(&mut self, tenant: &str) {
         self.logs_at = Some(self.args.len());
         self.arg("logs", "");
+        self.arg("conversations", crate::keys::conversations_prefix(tenant));
     }
 
     /// The index of the `logs` argument, if the script takes one.

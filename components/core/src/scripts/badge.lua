@@ -2,10 +2,10 @@
 -- gateway's, up to 500). Reply per user: {'miss', version} (answer from the
 -- SQL store) or {'ok', badge...}.
 local _, A, users = declare {
-  args = {'require_loaded', 'max_conversations', 'max_kept', 'logs'},
+  args = {'require_loaded', 'max_conversations', 'max_kept', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
-local wanted = take_logs(A.logs, users)
+local wanted = take_logs(A, users)
 if wanted then return wanted end
 local out = {}
 for _, u in ipairs(users) do

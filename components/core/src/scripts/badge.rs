@@ -25,7 +25,7 @@ impl Script for Badge<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
-        call.logs();
+        call.logs(self.users.tenant);
         self.users.encode(call, |_, _| {});
     }
 

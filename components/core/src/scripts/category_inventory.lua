@@ -2,10 +2,10 @@
 -- category (listed or kept) with something unread or marked unread.
 -- Reply per user: user, n, then n rows of (conversation, last seq, unread).
 local _, A, users = declare {
-  args = {'category', 'max_conversations', 'max_kept', 'logs'},
+  args = {'category', 'max_conversations', 'max_kept', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
-local wanted = take_logs(A.logs, users)
+local wanted = take_logs(A, users)
 if wanted then return wanted end
 local out = {}
 for _, u in ipairs(users) do

@@ -30,7 +30,7 @@ impl Script for CategoryInventory<'_> {
         call.arg("category", self.category);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
-        call.logs();
+        call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }
 

@@ -4,10 +4,10 @@
 -- One item per (user, conversation), a user's items together.
 -- Reply: how many conversations changed.
 local _, A, items = declare {
-  args = {'category', 'max_conversations', 'max_kept', 'channel', 'logs'},
+  args = {'category', 'max_conversations', 'max_kept', 'channel', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user', 'conversation', 'seq'}},
 }
-local wanted = take_logs(A.logs, items)
+local wanted = take_logs(A, items)
 if wanted then return wanted end
 local changed, pending = 0, nil
 local function flush()

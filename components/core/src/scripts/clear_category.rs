@@ -36,7 +36,7 @@ impl Script for ClearCategory<'_> {
         call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
         call.arg("channel", events_channel(self.tenant));
-        call.logs();
+        call.logs(self.tenant);
         call.each(&self.clearings, |item, clearing| {
             UserKeys::new(self.tenant, clearing.user).encode(item);
             item.arg("user", clearing.user);

@@ -1,7 +1,9 @@
-//! The counting formula exists twice: `counted` in `prelude.lua` (what
-//! Redis holds) and `Counts::counted` in `state.rs` (answers from the SQL
-//! truth). This runs both on the same states, through the state text the
-//! scripts store, so the two can never disagree.
+//! Two formulas exist twice. The counting formula: `counted` in
+//! `prelude.lua` (what Redis holds) and `Counts::counted` in `state.rs`
+//! (answers from the SQL truth); this runs both on the same states, through
+//! the state text the scripts store, so the two can never disagree. And the
+//! names of a conversation's keys: `conversation_keys` in `prelude.lua` (for
+//! a membership record, which holds only a number) and `ConversationKeys`.
 
 use mlua::{Function, Lua, Table};
 
@@ -14,7 +16,8 @@ fn prelude() -> (Lua, Table) {
     let lua = Lua::new();
     let chunk = format!(
         "KEYS, ARGV = {{}}, {{}}\nredis = {{}}\ncjson = {{}}\n{PRELUDE}\n\
-         return {{counted = counted, decode_state = decode_state, encode_state = encode_state}}"
+         return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
+         take_logs = take_logs, conversation_keys = conversation_keys}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -77,5 +80,25 @@ fn states_read_back_as_written() {
     for garbage in ["garbage", "1:2:3:4::chat:5x", "1:2:3:4::chat"] {
         let state: Table = decode.call(garbage).unwrap();
         assert_eq!(encode.call::<String>(state).unwrap(), "0:0:0:0:::", "{garbage}");
+    }
+}
+
+#[test]
+fn lua_names_a_conversations_keys_as_rust_does() {
+    let (lua, functions) = prelude();
+    let take_logs: Function = functions.get("take_logs").unwrap();
+    let keys: Function = functions.get("conversation_keys").unwrap();
+    let ids =
+        ["c1", "a:b", "}{", "*?[]\\", "100%", "x y", "u@host|+#=/.", "é-ü_", "tab\there", "\u{1F600}", "-", "%41"];
+    for tenant in ["acme", "t:1", "{t}"] {
+        let args = lua.create_table().unwrap();
+        args.set("logs", "").unwrap();
+        args.set("conversations", crate::keys::conversations_prefix(tenant)).unwrap();
+        let () = take_logs.call((args, lua.create_table().unwrap())).unwrap();
+        for id in ids {
+            let (head, group): (String, String) = keys.call(id).unwrap();
+            let rust = crate::keys::ConversationKeys::new(tenant, id);
+            assert_eq!((head, group), (rust.key("head"), rust.key("group")), "tenant {tenant:?}, conversation {id:?}");
+        }
     }
 }

@@ -9,17 +9,16 @@
 -- it: they take the head's text, and whether the conversation is large
 -- (`large`, 1 or 0), read first, as arguments.
 -- A member of a large conversation catches up on use from then on, from
--- the start of its log (what is at or below the cursor counts for nothing);
--- its membership records `head_key` and `group_key`.
+-- the start of its log (what is at or below the cursor counts for nothing).
 -- Reply: how many members' state changed.
 local K, A, members = declare {
   keys = {'head', 'group'},
-  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'head_key',
-          'group_key', 'logs'},
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'logs',
+          'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)
-local wanted = take_logs(A.logs, members)
+local wanted = take_logs(A, members)
 if wanted then return wanted end
 local head, large
 if K then
@@ -74,6 +73,6 @@ local changed = 0
 for _, m in ipairs(members) do
   catch_up(m, A.max_conversations, max_kept)
   if join_member(m) then changed = changed + 1 end
-  if large then join_large(m, conv, 0, A.head_key, A.group_key) end
+  if large then join_large(m, conv, 0) end
 end
 return changed

@@ -36,9 +36,7 @@ impl Script for Join<'_> {
         call.arg("channel", events_channel(self.members.tenant));
         call.arg("head", self.head.text.as_str());
         call.arg("large", self.head.large);
-        call.arg("head_key", keys.key("head"));
-        call.arg("group_key", keys.key("group"));
-        call.logs();
+        call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }
 

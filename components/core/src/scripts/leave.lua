@@ -8,10 +8,10 @@
 -- longer has them in the conversation), so that their badge is pushed too.
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
-  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs'},
+  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
-local wanted = take_logs(A.logs, members)
+local wanted = take_logs(A, members)
 if wanted then return wanted end
 local conv, max_conversations, max_kept = A.conversation, tonumber(A.max_conversations), tonumber(A.max_kept)
 local removed, unanswered = 0, {}

@@ -30,7 +30,7 @@ impl Script for Leave<'_> {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.members.tenant));
-        call.logs();
+        call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }
 

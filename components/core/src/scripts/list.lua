@@ -8,9 +8,9 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept',
-          'logs'},
+          'logs', 'conversations'},
 }
-local wanted = take_logs(A.logs, {U})
+local wanted = take_logs(A, {U})
 if wanted then return wanted end
 if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
 catch_up(U, A.max_conversations, A.max_kept)

@@ -125,7 +125,7 @@ impl Script for List<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
-        call.logs();
+        call.logs(self.tenant);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {

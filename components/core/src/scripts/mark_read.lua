@@ -4,9 +4,9 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'seq', 'ahead', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded',
-          'channel', 'logs'},
+          'channel', 'logs', 'conversations'},
 }
-local wanted = take_logs(A.logs, {U})
+local wanted = take_logs(A, {U})
 if wanted then return wanted end
 if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, A.conversation)) then
   return {'miss', version(U)}

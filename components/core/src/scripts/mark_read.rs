@@ -37,7 +37,7 @@ impl Script for MarkRead<'_> {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
-        call.logs();
+        call.logs(self.tenant);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {

@@ -19,9 +19,9 @@
 --                 layout kept here; pruned like the others)
 --   meta    hash  v: version, bumped by every change; loaded: built from the SQL
 --                 store; partial: the truth holds more than Redis kept
---   groups  hash  large conversation -> `applied NL head key NL group key`: how far
---                 in the group's log the user's state has caught up, and where
---                 the head and the log are (see catch_up)
+--   groups  hash  large conversation -> how far in its log the user's state
+--                 has caught up (see catch_up; the conversation's keys are
+--                 named from its identifier, conversation_keys)
 --
 -- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
 -- message (seq, list score, category, preview); recalls, seq -> the preview a
@@ -690,20 +690,35 @@ local function publish_conversation(channel, conv, seq)
   redis.call('PUBLISH', channel, event_json({{'user', nil}, {'conversation', conv}, {'seq', seq}, {'large', true}}))
 end
 
-local function membership(applied, head_key, group_key)
-  return int(applied) .. '\n' .. head_key .. '\n' .. group_key
+-- How the head key of every conversation of the call's tenant begins (the
+-- argument `conversations`, given to take_logs): a membership record holds
+-- only a number, and the keys of its conversation are named from this.
+local conversations_prefix
+
+-- A conversation's head and log keys, named as keys.rs names them (a unit
+-- test holds the two together): the prefix, the escaped identifier, `}`.
+local function conversation_keys(conv)
+  local escaped = string.gsub(conv, '[^A-Za-z0-9%._%-@|%+#=/]', function(c)
+    return string.format('%%%02X', string.byte(c))
+  end)
+  local head = conversations_prefix .. escaped .. '}'
+  return head, head .. ':group'
 end
 
 -- Records that the member's state of large conversation `conv` has caught up
 -- with its log up to `applied`.
-local function join_large(u, conv, applied, head_key, group_key)
-  redis.call('HSET', u.groups, conv, membership(applied, head_key, group_key))
+local function join_large(u, conv, applied)
+  redis.call('HSET', u.groups, conv, int(applied))
 end
 
--- A membership record: how far the member caught up, and the keys of the
--- conversation's head and log.
-local function decode_membership(value)
-  local applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
+-- A membership record of conversation `conv`: how far the member caught up,
+-- and the keys of the conversation's head and log. (A record of an earlier
+-- layout, `applied NL head key NL log key`, still reads.)
+local function decode_membership(conv, value)
+  local applied = tonumber(value)
+  if applied then return applied, conversation_keys(conv) end
+  local head_key, group_key
+  applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
   if not applied then return nil end
   return tonumber(applied), head_key, group_key
 end
@@ -751,7 +766,9 @@ local LOGS_WANTED = 'unread:logs-wanted'
 -- key and how far the users caught up (the least; with `from_start`, 0:
 -- the whole log); the caller runs it again with those logs. Otherwise nil:
 -- go on.
-local function take_logs(text, users, from_start)
+local function take_logs(A, users, from_start)
+  local text = A.logs
+  conversations_prefix = A.conversations
   if text == '' then return nil end
   given_logs = {}
   if text ~= '-' then
@@ -769,7 +786,7 @@ local function take_logs(text, users, from_start)
   for _, u in ipairs(users) do
     local groups = redis.call('HGETALL', u.groups)
     for i = 2, #groups, 2 do
-      local applied, head_key, group_key = decode_membership(groups[i])
+      local applied, head_key, group_key = decode_membership(groups[i - 1], groups[i])
       if applied and from_start then applied = 0 end
       if applied and not wanted[group_key] then
         order[#order + 1] = group_key
@@ -792,8 +809,8 @@ end
 -- Redis, given on a cluster); nil when the record is not one, or no log
 -- was given (a conversation joined after the caller read the logs catches
 -- up next time).
-local function behind(value)
-  local applied, head_key, group_key = decode_membership(value)
+local function behind(conv, value)
+  local applied, head_key, group_key = decode_membership(conv, value)
   if not applied then return nil end
   local log
   if given_logs then log = given_logs[group_key] else log = read_log(head_key, group_key, applied) end
@@ -815,7 +832,7 @@ end
 -- log, with the step every message takes (`reach`). Returns whether it
 -- changed.
 local function catch_up_one(u, conv, value, max_conversations, max_kept)
-  local b = behind(value)
+  local b = behind(conv, value)
   if not b then return false end
   local applied, log = b.applied, b.log
   -- Nothing came since: one read per large conversation. (A counter behind
@@ -839,7 +856,7 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   end
   add_logged(msg, log, applied)
   local changed = reach(u, conv, st, where, msg, max_conversations, max_kept)
-  join_large(u, conv, log.counter, b.head_key, b.group_key)
+  join_large(u, conv, log.counter)
   return changed
 end
 

@@ -22,10 +22,10 @@
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs'},
+  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
-local wanted = take_logs(A.logs, users, true)
+local wanted = take_logs(A, users, true)
 if wanted then return wanted end
 
 local function seqs(text)
@@ -193,7 +193,7 @@ local function join_large_ones(u, truth)
   for _, t in ipairs(truth) do
     if t.group_key ~= '' then
       large[t.conv] = true
-      if redis.call('HEXISTS', u.groups, t.conv) == 0 then join_large(u, t.conv, 0, t.head_key, t.group_key) end
+      if redis.call('HEXISTS', u.groups, t.conv) == 0 then join_large(u, t.conv, 0) end
     end
   end
   if u.partial == '1' then return end
@@ -224,7 +224,7 @@ for _, u in ipairs(users) do
       -- since (and the state had caught up with) comes back, and what the
       -- truth already holds changes nothing.
       for _, t in ipairs(truth) do
-        if t.group_key ~= '' then join_large(u, t.conv, 0, t.head_key, t.group_key) end
+        if t.group_key ~= '' then join_large(u, t.conv, 0) end
       end
       catch_up(u, A.max_conversations, A.max_kept)
       if #details > 0 then publish(A.channel, u.user, nil, nil, u) end

@@ -56,7 +56,7 @@ impl Script for Rebuild<'_> {
         call.arg("load_empty", self.load_empty);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
-        call.logs();
+        call.logs(self.tenant);
         call.each(&self.users, |item, truth| {
             UserKeys::new(self.tenant, truth.user).encode(item);
             item.arg("user", truth.user);

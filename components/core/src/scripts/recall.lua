@@ -16,11 +16,11 @@
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'preview', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel',
-          'head_ttl', 'logs'},
+          'head_ttl', 'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
-local wanted = take_logs(A.logs, members)
+local wanted = take_logs(A, members)
 if wanted then return wanted end
 
 if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end

@@ -37,7 +37,7 @@ impl Script for Recall<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.members.tenant));
         call.arg("head_ttl", crate::HEAD_TTL);
-        call.logs();
+        call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }
 

@@ -5,9 +5,9 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'flag', 'on', 'max_pins', 'max_conversations', 'max_kept', 'require_loaded',
-          'channel', 'logs'},
+          'channel', 'logs', 'conversations'},
 }
-local wanted = take_logs(A.logs, {U})
+local wanted = take_logs(A, {U})
 if wanted then return wanted end
 local conv, flag, on = A.conversation, A.flag, A.on == '1'
 if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, conv)) then

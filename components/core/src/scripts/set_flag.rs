@@ -58,7 +58,7 @@ impl Script for SetFlag<'_> {
         call.arg("max_kept", self.max_kept);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
-        call.logs();
+        call.logs(self.tenant);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {

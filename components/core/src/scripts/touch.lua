@@ -29,7 +29,7 @@ local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
           'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth', 'large',
-          'head_key', 'group_key', 'logs'},
+          'logs', 'conversations'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -59,7 +59,7 @@ for i, m in ipairs(members) do
   found[i] = {st = st, where = where}
 end
 if mode == 'check' then return {'ok', 0, '', 0} end
-local wanted = take_logs(A.logs, members)
+local wanted = take_logs(A, members)
 if wanted then return wanted end
 
 -- A large conversation (read diffusion: above large_threshold members
@@ -106,7 +106,7 @@ for i, m in ipairs(members) do
     -- older than the head (late), or a member who left, catches up first
     -- as any call would.
     if catch_up(m, max_conversations, max_kept, large and conv) then st, where = find(m, conv) end
-    local b = large and behind(large)
+    local b = large and behind(conv, large)
     if b and b.log.counter == b.applied then b = nil end
     if b and (not b.log.counter or (b.log.head and b.log.head.seq > seq) or (st and has_flag(st, 'x'))) then
       if catch_up_one(m, conv, large, max_conversations, max_kept) then st, where = find(m, conv) end
@@ -117,9 +117,9 @@ for i, m in ipairs(members) do
     local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
     if changed then applied = 1 end
     if b then
-      join_large(m, conv, b.log.counter, b.head_key, b.group_key)
+      join_large(m, conv, b.log.counter)
     elseif counter and not large and not (st and has_flag(st, 'x')) then
-      join_large(m, conv, counter, A.head_key, A.group_key)
+      join_large(m, conv, counter)
     end
     if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
   end

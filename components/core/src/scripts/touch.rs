@@ -119,10 +119,7 @@ impl Script for Touch<'_> {
         call.arg("named", self.named);
         call.arg("large_in_truth", self.large_in_truth);
         call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
-        let keys = ConversationKeys::new(self.tenant, self.conversation);
-        call.arg("head_key", keys.key("head"));
-        call.arg("group_key", keys.key("group"));
-        call.logs();
+        call.logs(self.tenant);
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
             item.arg("user", user);
