@@ -7,8 +7,7 @@
 -- `rows`: the user's truth, one row per line, fields separated by NUL:
 -- conversation, l (listed) or k (kept), score ('' if none), last, read,
 -- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
--- above read), and for a large conversation the keys of its head and log
--- (else empty). Previews are the heads' (written from the truth before),
+-- above read), and 1 for a large conversation (else empty). Previews are the heads' (written from the truth before),
 -- and so are large conversations' logs. A user's large conversations catch
 -- up first (what the truth holds, Redis may already have moved past), and
 -- the user is a member of each large conversation the truth gives, from
@@ -38,9 +37,9 @@ end
 local function parse(rows)
   local out = {}
   for line in string.gmatch(rows, '[^\n]+') do
-    local conv, where, score, last, read, flags, category, mentions, recalled, head_key, group_key =
+    local conv, where, score, last, read, flags, category, mentions, recalled, large =
       string.match(line,
-        '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)%z([^%z]*)%z([^%z]*)$')
+        '^([^%z]*)%z([lk])%z(%d*)%z(%d+)%z(%d+)%z(%a*)%z([%w_%-]*)%z([%d,]*)%z([%d,]*)%z(1?)$')
     if conv then
       local st = new_state(category)
       st.last, st.read, st.flags, st.score = tonumber(last), tonumber(read), flags, score
@@ -55,8 +54,7 @@ local function parse(rows)
       end
       table.sort(marks)
       if #marks > 0 then set_flag(st, 'k', true) end
-      out[#out + 1] = {conv = conv, listed = where == 'l', st = st, marks = marks, head_key = head_key,
-                       group_key = group_key}
+      out[#out + 1] = {conv = conv, listed = where == 'l', st = st, marks = marks, large = large == '1'}
     end
   end
   return out
@@ -191,7 +189,7 @@ end
 local function join_large_ones(u, truth)
   local large = {}
   for _, t in ipairs(truth) do
-    if t.group_key ~= '' then
+    if t.large then
       large[t.conv] = true
       if redis.call('HEXISTS', u.groups, t.conv) == 0 then join_large(u, t.conv, 0) end
     end
@@ -224,7 +222,7 @@ for _, u in ipairs(users) do
       -- since (and the state had caught up with) comes back, and what the
       -- truth already holds changes nothing.
       for _, t in ipairs(truth) do
-        if t.group_key ~= '' then join_large(u, t.conv, 0) end
+        if t.large then join_large(u, t.conv, 0) end
       end
       catch_up(u, A.max_conversations, A.max_kept)
       if #details > 0 then publish(A.channel, u.user, nil, nil, u) end

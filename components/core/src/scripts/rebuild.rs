@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::Error;
 use crate::config::Limits;
-use crate::keys::{ConversationKeys, UserKeys, events_channel};
+use crate::keys::{UserKeys, events_channel};
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::sql::TruthRow;
 
@@ -62,7 +62,7 @@ impl Script for Rebuild<'_> {
             item.arg("user", truth.user);
             item.arg("version", truth.version);
             item.arg("partial", truth.partial);
-            item.arg("rows", truth.rows.iter().map(|row| row.line(self.tenant)).collect::<Vec<_>>().join("\n"));
+            item.arg("rows", truth.rows.iter().map(|row| row.line()).collect::<Vec<_>>().join("\n"));
         });
     }
 
@@ -88,12 +88,10 @@ impl Script for Rebuild<'_> {
 
 impl TruthRow {
     /// The row as `rebuild.lua` parses it: NUL-separated fields, no newline
-    /// (identifiers, key names and compact JSON carry no control
-    /// characters); a large conversation's row ends with the keys of its
-    /// head and log, which the user's membership records.
-    pub fn line(&self, tenant: &str) -> String {
-        let keys = ConversationKeys::new(tenant, &self.conversation);
-        let (head, group) = if self.large { (keys.key("head"), keys.key("group")) } else { Default::default() };
+    /// (identifiers and compact JSON carry no control characters); the last
+    /// is `1` for a large conversation (the user becomes a member), else
+    /// empty.
+    pub fn line(&self) -> String {
         let seqs = |list: &[u64]| list.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         let score = if self.last_seq > 0 { self.score().to_string() } else { String::new() };
         [
@@ -106,8 +104,7 @@ impl TruthRow {
             &self.category,
             &seqs(&self.mentions),
             &seqs(&self.recalled),
-            &head,
-            &group,
+            if self.large { "1" } else { "" },
         ]
         .join("\0")
     }
