@@ -38,6 +38,18 @@ async fn app(threshold: usize, cluster: bool) -> App {
     .await
 }
 
+/// An app whose conversations become large past 3 members, on one Redis or
+/// a cluster, with the SQL store `store` if any.
+async fn app_with_store(store: Option<&MessageStore>, cluster: bool) -> App {
+    App::with(Setup {
+        sql_url: store.map(|s| s.url.clone()),
+        variables: vec![("large_group_threshold", "3".into())],
+        cluster,
+        ..Setup::default()
+    })
+    .await
+}
+
 /// Whether the app keeps the group's log: it is large.
 fn is_large(app: &App) -> bool {
     app.redis.keys().iter().any(|key| key == "un:v2:head:{acme:big}:group")
@@ -320,12 +332,7 @@ async fn leaving_a_large_group_before_catching_up_tells_the_members_devices() {
 async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_everything() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
-        let app = App::with(Setup {
-            sql_url: Some(store.url.clone()),
-            variables: vec![("large_group_threshold", "3".into())],
-            ..Setup::default()
-        })
-        .await;
+        let app = app_with_store(Some(&store), false).await;
         let members: Vec<String> = (0..5).map(member).collect();
         store.create_conversation("acme", "big", "chat", &members).await;
         let send = async |seq: u64, sender: &str, named: &[&str]| {
@@ -370,13 +377,7 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
 async fn a_reconcile_that_read_the_truth_before_a_large_groups_message_keeps_it_counted() {
     for (kind, cluster) in KINDS.into_iter().flat_map(|kind| [(kind, false), (kind, true)]) {
         let store = MessageStore::create(kind).await;
-        let app = App::with(Setup {
-            sql_url: Some(store.url.clone()),
-            variables: vec![("large_group_threshold", "3".into())],
-            cluster,
-            ..Setup::default()
-        })
-        .await;
+        let app = app_with_store(Some(&store), cluster).await;
         let members: Vec<String> = (0..5).map(member).collect();
         let names: Vec<&str> = members.iter().map(String::as_str).collect();
         store.create_conversation("acme", "big", "chat", &members).await;
@@ -464,13 +465,7 @@ async fn a_push_gateway_gets_the_badges_of_a_large_groups_members() {
             Some(kind) => Some(MessageStore::create(kind).await),
             None => None,
         };
-        let app = App::with(Setup {
-            sql_url: store.as_ref().map(|s| s.url.clone()),
-            variables: vec![("large_group_threshold", "3".into())],
-            cluster,
-            ..Setup::default()
-        })
-        .await;
+        let app = app_with_store(store.as_ref(), cluster).await;
         let members: Vec<String> = (0..6).map(member).collect();
         let names: Vec<&str> = members.iter().map(String::as_str).collect();
         if let Some(store) = &store {

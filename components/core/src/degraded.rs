@@ -34,9 +34,9 @@ fn listed(rows: &[TruthRow]) -> impl Iterator<Item = &TruthRow> {
     rows.iter().filter(|r| r.listed)
 }
 
-fn badge(rows: &[TruthRow], source: Source) -> AppBadge {
+fn badge<'a>(rows: impl IntoIterator<Item = &'a TruthRow>, source: Source) -> AppBadge {
     let mut categories: Vec<CategoryUnread> = Vec::new();
-    for row in listed(rows) {
+    for row in rows.into_iter().filter(|r| r.listed) {
         let counted = row.counts().counted();
         let index = match categories.iter().position(|c| c.category == row.category) {
             Some(index) => index,
@@ -87,11 +87,12 @@ pub async fn badges_of_users(url: &str, tenant: &str, users: &[Missed]) -> Resul
     if !missed.is_empty() {
         let _ = reconcile::rebuild(tenant, &missed, &truth, true, limits).await;
     }
+    let by_user = truth.rows_by_user();
     Ok(users
         .iter()
         .map(|(user, version)| {
-            let rows: Vec<TruthRow> = truth.rows.iter().filter(|row| &row.user == user).cloned().collect();
-            badge(&rows, if version.is_some() { Source::Sql } else { Source::SqlRedisUnreachable })
+            let rows = by_user.get(user.as_str()).into_iter().flatten().copied();
+            badge(rows, if version.is_some() { Source::Sql } else { Source::SqlRedisUnreachable })
         })
         .collect())
 }

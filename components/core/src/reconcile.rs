@@ -106,13 +106,14 @@ pub async fn rebuild(
     for chunk in heads.chunks(HEADS_CHUNK) {
         redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
     }
+    let mut by_user = truth.rows_by_user();
     let users = users
         .iter()
         .map(|(user, version)| TruthUser {
             user,
             version,
             partial: truth.partial.contains(user),
-            rows: truth.rows.iter().filter(|r| &r.user == user).collect(),
+            rows: by_user.remove(user.as_str()).unwrap_or_default(),
         })
         .collect();
     redis::run(&Rebuild { tenant, users, load_empty, limits }).await

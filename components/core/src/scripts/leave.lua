@@ -8,7 +8,8 @@
 -- longer has them in the conversation), so that their badge is pushed too.
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
-  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs', 'conversations'},
+  args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs',
+          'conversations'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local wanted = take_logs(A, members)

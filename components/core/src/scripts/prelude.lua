@@ -804,8 +804,8 @@ local function take_logs(A, users, from_start)
   return out
 end
 
--- What a member of a large conversation (membership record `value`) has to
--- catch up with: how far it had, the keys, and the log (read here on one
+-- What a member of large conversation `conv` (membership record `value`)
+-- has to catch up with: how far it had, and the log (read here on one
 -- Redis, given on a cluster); nil when the record is not one, or no log
 -- was given (a conversation joined after the caller read the logs catches
 -- up next time).
@@ -815,7 +815,7 @@ local function behind(conv, value)
   local log
   if given_logs then log = given_logs[group_key] else log = read_log(head_key, group_key, applied) end
   if not log then return nil end
-  return {applied = applied, head_key = head_key, group_key = group_key, log = log}
+  return {applied = applied, log = log}
 end
 
 -- Adds to `msg` the recalls and @all mentions the log holds after `applied`.

@@ -7,8 +7,9 @@
 -- `rows`: the user's truth, one row per line, fields separated by NUL:
 -- conversation, l (listed) or k (kept), score ('' if none), last, read,
 -- flags (m, p, u), category, mention seqs, recalled seqs (comma-separated,
--- above read), and 1 for a large conversation (else empty). Previews are the heads' (written from the truth before),
--- and so are large conversations' logs. A user's large conversations catch
+-- above read), and 1 for a large conversation (else empty). Previews are
+-- the heads' (written from the truth before), and so are large
+-- conversations' logs. A user's large conversations catch
 -- up first (what the truth holds, Redis may already have moved past), and
 -- the user is a member of each large conversation the truth gives, from
 -- the start of its log (a step that changes nothing the truth already

@@ -43,6 +43,18 @@ pub struct Truth {
     pub partial: HashSet<String>,
 }
 
+impl Truth {
+    /// Each user's rows, in the truth's order, found in one pass (a call
+    /// may carry the truth of hundreds of users).
+    pub fn rows_by_user(&self) -> HashMap<&str, Vec<&TruthRow>> {
+        let mut by_user: HashMap<&str, Vec<&TruthRow>> = HashMap::new();
+        for row in &self.rows {
+            by_user.entry(row.user.as_str()).or_default().push(row);
+        }
+        by_user
+    }
+}
+
 impl TruthRow {
     /// The list score, as touch computes it.
     pub fn score(&self) -> u64 {
