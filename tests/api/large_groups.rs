@@ -288,17 +288,62 @@ async fn written_once(cluster: bool) {
     }
 
     // A message that names only its sender (who has read the conversation)
-    // writes the conversation's head, its earlier messages and its log's
-    // counter, and the sender's state once (list, state, version,
-    // membership), though the sender's state catches up with the log too.
+    // writes the conversation's head, its earlier messages, its log's
+    // counter and its clock, and the sender's state once (list, state,
+    // version, membership), though the sender's state catches up with the
+    // log too.
     let before = app.redis.writes_run();
     assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
     let writes = app.redis.writes_run() - before;
-    assert!(writes <= 7, "a message to 400 members wrote {writes} times");
+    assert!(writes <= 8, "a message to 400 members wrote {writes} times");
     let row = app.row("acme", "m1", "big").await.unwrap();
     assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(0)));
     let row = app.row("acme", "m398", "big").await.unwrap();
     assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(3)), "m398");
+}
+
+#[tokio::test]
+async fn a_member_of_many_large_groups_reads_only_the_logs_that_moved() {
+    reads_only_what_moved(false).await;
+}
+
+#[tokio::test]
+async fn a_member_of_many_large_groups_on_a_cluster_reads_only_the_logs_that_moved() {
+    reads_only_what_moved(true).await;
+}
+
+/// A member's call learns from the tenant's clocks (a few keys) which of its
+/// large conversations moved, and reads the logs of those only: a call with
+/// nothing new costs no read per conversation, and one message costs one
+/// log read, and counts.
+async fn reads_only_what_moved(cluster: bool) {
+    const GROUPS: u64 = 60;
+    let app = app_with_store(None, cluster).await;
+    let members = ["m0", "m1", "m2", "m3", "m4"];
+    for g in 0..GROUPS {
+        assert_eq!(app.touch(message("acme", &format!("g{g}"), 1, 1_000 + g, "m0", &members)).await.status, 200);
+    }
+    // What a badge call of m4 runs in Redis: its total, the commands, and
+    // how many logs it read (a log read is the only ZRANGEBYSCORE).
+    let badge = async || {
+        let before = app.redis.commands_by_name();
+        let total = app.badge("acme", "m4").await.body["total"].as_u64();
+        let after = app.redis.commands_by_name();
+        let delta = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+        let commands: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
+        (total, commands, delta("zrangebyscore"), delta("zscore"))
+    };
+    let (total, commands, logs_read, counters_read) = badge().await;
+    assert_eq!(total, Some(GROUPS));
+    assert_eq!((logs_read, counters_read), (0, 0), "nothing moved, yet {commands} commands read logs");
+    assert!(commands < GROUPS, "a call with nothing new took {commands} commands for {GROUPS} large groups");
+
+    assert_eq!(app.touch(message("acme", "g7", 2, 2_000, "m0", &["m0"])).await.status, 200);
+    let (total, commands, logs_read, _) = badge().await;
+    assert_eq!(total, Some(GROUPS + 1), "the new message counts");
+    assert_eq!(logs_read, 1, "one conversation moved: {commands} commands");
+    let row = app.row("acme", "m4", "g7").await.unwrap();
+    assert_eq!((row["unread"].as_u64(), row["preview"]["text"].as_str()), (Some(2), Some("message 2")));
 }
 
 /// A member leaves a large conversation before catching up with its newest
@@ -443,10 +488,11 @@ async fn on_a_cluster_a_touch_reads_each_large_groups_log_once() {
     assert_eq!(app.touch(message("acme", "small", 2, 3_001, "m0", &names)).await.status, 200);
     let scripts = app.redis.scripts_run() - before;
     // The head's round, the members' parts twice (asking for the logs, then
-    // with them), the logs once per large conversation, and the cache-only
-    // data set's check that now and then goes beside a call (per member and
-    // conversation, it would be 30 times 20).
-    let bound = 2 + 2 * members.len() + GROUPS;
+    // with them), the tenant's clocks (one script per clock key, at most
+    // 16), the logs once per large conversation that moved, and the
+    // cache-only data set's check that now and then goes beside a call (per
+    // member and conversation, it would be 30 times 20).
+    let bound = 2 + 2 * members.len() + 16 + GROUPS;
     assert!(scripts <= bound as u64, "{scripts} scripts for one touch (at most {bound})");
     for (user, total) in [("m0", 2 * GROUPS), ("m1", 2 * GROUPS + 2), ("m29", 2 * GROUPS + 2)] {
         assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(total as u64), "{user}");

@@ -243,7 +243,7 @@ impl RedisServer {
     /// every primary), from `INFO commandstats`: what scripts ran inside
     /// them, not the scripts themselves, nor the test's own INFO and the
     /// cluster client's bookkeeping.
-    fn commands_by_name(&self) -> std::collections::BTreeMap<String, u64> {
+    pub fn commands_by_name(&self) -> std::collections::BTreeMap<String, u64> {
         let mut counts = std::collections::BTreeMap::new();
         for mut connection in self.primaries() {
             let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();

@@ -35,7 +35,7 @@ use crate::Error;
 use crate::cached::timed;
 use crate::redis::{eval, params, unavailable};
 use crate::script::{Lua, Part, PartReply, Reply, Script};
-use crate::scripts::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
+use crate::scripts::{GroupLogs, NO_LOGS_YET, ReadClocks, WantedLog, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -181,6 +181,8 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     if let Some(at) = logs_at {
         call.args[at] = NO_LOGS_YET.as_bytes().to_vec();
     }
+    // The clocks live in other slots: this client keeps them (see give_logs).
+    let clocks = call.clocks_at().map(|at| std::mem::take(&mut call.args[at]));
     let mut parts = call.parts()?;
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
@@ -189,22 +191,29 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
         replies.push(reply?);
     }
     if let Some(at) = logs_at {
-        give_logs(lua, &mut parts, &mut replies, at, until).await?;
+        let clocks = clocks.as_deref().and_then(|c| std::str::from_utf8(c).ok()).unwrap_or_default();
+        give_logs(lua, &mut parts, &mut replies, at, clocks, until).await?;
     }
     let done =
         parts.into_iter().zip(replies).map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
     script.merge(done.collect())
 }
 
+/// A cluster call made while running another (boxed: [`run`] calls itself).
+type Nested<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + 'a>>;
+
 /// The parts whose users are members of large conversations (whose heads
 /// and logs live in other slots) asked for those first, writing nothing:
-/// every log asked for is read once, from its own slot, and those parts run
-/// again with theirs (see `take_logs` in `prelude.lua`).
+/// the conversations' clocks (named from `clocks`) are read, every log
+/// whose clock moved past how far the users caught up is read once, from
+/// its own slot, and those parts run again with theirs (see `take_logs` in
+/// `prelude.lua`; a log not given has nothing new for them).
 async fn give_logs(
     lua: &'static Lua,
     parts: &mut [Part],
     replies: &mut [Vec<RedisResult>],
     at: usize,
+    clocks: &str,
     until: Instant,
 ) -> Result<(), Error> {
     let mut asked: Vec<(usize, Vec<WantedLog>)> = Vec::new();
@@ -228,12 +237,21 @@ async fn give_logs(
             }
         }
     }
-    // Boxed: reading the logs runs a script on the cluster too.
-    let logs = GroupLogs { wanted: &union };
-    let read: Pin<Box<dyn Future<Output = Result<Vec<String>, Error>>>> = Box::pin(run(&logs));
-    let lines = read.await?;
+    // Only the logs that moved (or whose clock holds nothing) are read.
+    // Boxed: reading the clocks and the logs runs scripts on the cluster too.
+    let read_clocks = ReadClocks { clocks, conversations: union.iter().map(|w| w.conversation.as_str()).collect() };
+    let read: Nested<'_, Vec<Option<u64>>> = Box::pin(run(&read_clocks));
+    let counters = read.await?;
+    let moved: Vec<WantedLog> =
+        union.iter().zip(counters).filter(|(w, counter)| *counter != Some(w.after)).map(|(w, _)| w.clone()).collect();
+    let mut lines: HashMap<String, String> = HashMap::new();
+    if !moved.is_empty() {
+        let logs = GroupLogs { wanted: &moved };
+        let read: Nested<'_, Vec<String>> = Box::pin(run(&logs));
+        lines = moved.iter().map(|w| w.group.clone()).zip(read.await?).collect();
+    }
     for (index, wanted) in &asked {
-        let given = wanted.iter().map(|w| lines[position[&w.group]].clone()).collect();
+        let given = wanted.iter().filter_map(|w| lines.get(&w.group).cloned()).collect();
         parts[*index].call.args[at] = GroupLogs::argument(given);
     }
     let parts = &*parts;

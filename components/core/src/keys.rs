@@ -125,6 +125,39 @@ pub fn conversations_prefix(tenant: &str) -> String {
     format!("{PREFIX}:head:{{{}:", escape(tenant))
 }
 
+/// How many clock keys a tenant's large conversations are spread over: a
+/// member's catch-up reads at most this many, however many large
+/// conversations it is in, and on Redis Cluster they spread over the nodes.
+pub const CLOCK_BUCKETS: u32 = 16;
+
+/// How the names of `tenant`'s clock keys begin: a clock's name is this,
+/// its bucket ([`clock_bucket`]) and `}`. Each clock is a hash, large
+/// conversation -> its log's counter, so a member's catch-up learns which
+/// of its large conversations moved from a few reads and reads only their
+/// logs (`clock_key` in `prelude.lua`, held to [`clock`] by a unit test).
+pub fn clocks_prefix(tenant: &str) -> String {
+    format!("{PREFIX}:clock:{{{}:", escape(tenant))
+}
+
+/// The clock key that holds `conversation`'s log counter.
+pub fn clock(tenant: &str, conversation: &str) -> String {
+    clock_in(&clocks_prefix(tenant), conversation)
+}
+
+/// The clock key that holds `conversation`'s log counter, among the clocks
+/// whose names begin with `clocks` (a [`clocks_prefix`]).
+pub fn clock_in(clocks: &str, conversation: &str) -> String {
+    format!("{clocks}{}}}", clock_bucket(conversation))
+}
+
+/// Which of the tenant's clocks holds `conversation`: a hash of its bytes
+/// (the same in Lua, whose numbers are doubles: every step stays below
+/// 2^31).
+pub fn clock_bucket(conversation: &str) -> u32 {
+    let hash = conversation.bytes().fold(0u32, |hash, byte| (hash * 31 + u32::from(byte)) % 65_521);
+    hash % CLOCK_BUCKETS
+}
+
 /// The pattern of every `meta` key of a tenant's users: a walk without a SQL
 /// store finds the users that have state by it.
 pub fn meta_pattern(tenant: &str) -> String {
@@ -220,6 +253,15 @@ mod tests {
             assert!(USER_KEYS.iter().all(|mine| user.key(mine) != conversation.key(name)));
             assert_eq!(user_of_meta_key("acme", &conversation.key(name)), None);
         }
+    }
+
+    #[test]
+    fn a_tenants_clocks_are_a_few_keys_apart_from_users_and_conversations() {
+        assert_eq!(clock("acme", "c1"), format!("un:v2:clock:{{acme:{}}}", clock_bucket("c1")));
+        let buckets: std::collections::BTreeSet<u32> = (0..200).map(|i| clock_bucket(&format!("g{i}"))).collect();
+        assert_eq!(buckets.len(), CLOCK_BUCKETS as usize, "{buckets:?}");
+        assert_eq!(user_of_meta_key("acme", &clock("acme", "c1")), None);
+        assert_ne!(clock("a:b", "c"), clock("a", "b:c"));
     }
 
     #[test]

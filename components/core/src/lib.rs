@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Badge, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, Ping, Previews, ReadHead, Recall, Role,
-    Touch, TouchMode, Touched,
+    Badge, ClockMove, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping, Previews,
+    ReadHead, Recall, Role, Touch, TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -215,9 +215,22 @@ impl Guest for Core {
             require_loaded: store.is_some(),
             members: Members { tenant: &tenant, users: &users },
         };
-        let (dropped, unanswered) = redis::run(&recall).await?;
-        answer_from_truth(&store, &tenant, &unanswered, limits).await?;
-        Ok(dropped)
+        let recalled = redis::run(&recall).await?;
+        if let Some(counter) = recalled.large
+            && redis::is_cluster().await?
+        {
+            // On a cluster the log's clock is another slot's: it moves now,
+            // and then the conversation's event goes out.
+            let moved = ClockMove {
+                conversation: conversation.clone(),
+                counter: Some(counter),
+                fresh: false,
+                announce: recalled.logged.then_some(seq),
+            };
+            redis::run(&MoveClocks { tenant: &tenant, moves: &[moved] }).await?;
+        }
+        answer_from_truth(&store, &tenant, &recalled.unanswered, limits).await?;
+        Ok(recalled.dropped)
     }
 
     async fn join(tenant: String, conversation: String, seq: u64, members: Vec<String>) -> Result<u32, Error> {
@@ -296,6 +309,11 @@ impl Guest for Core {
         }
         let removed = leave(&store, &tenant, &conversation, &users).await?;
         redis::run(&scripts::ForgetHead { tenant: &tenant, conversation: &conversation }).await?;
+        if redis::is_cluster().await? {
+            // Its clock lives in another slot.
+            let gone = ClockMove { conversation: conversation.clone(), counter: None, fresh: false, announce: None };
+            redis::run(&MoveClocks { tenant: &tenant, moves: &[gone] }).await?;
+        }
         Ok(removed)
     }
 
@@ -504,8 +522,9 @@ fn no_sql_store() -> Error {
 /// A touch on Redis Cluster, whose parts cannot refuse together: the head
 /// first, which refuses or vouches for the message's category and takes it
 /// (in a large conversation, into its log), then the members, told what the
-/// head's round answered of the log; when the head cannot vouch (a new
-/// conversation), every part is checked before the head takes the message.
+/// head's round answered of the log (whose clock moves in between); when
+/// the head cannot vouch (a new conversation), every part is checked before
+/// the head takes the message.
 async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
     touch.mode = TouchMode::Head;
     let mut head = redis::run(&*touch).await?;
@@ -519,14 +538,25 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         touch.mode = TouchMode::First;
         head = redis::run(&*touch).await?;
     }
-    let Touched::Done { applied, large, .. } = head else { return Ok(head) };
+    let Touched::Done { applied, large, fresh, .. } = head else { return Ok(head) };
+    if let Some(counter) = large {
+        // The clock moves before the members' round, whose users read it
+        // to learn that this conversation moved; then the event.
+        let moved = ClockMove {
+            conversation: touch.conversation.to_string(),
+            counter: Some(counter),
+            fresh,
+            announce: applied.then_some(touch.seq),
+        };
+        redis::run(&MoveClocks { tenant: touch.tenant, moves: &[moved] }).await?;
+    }
     touch.members = members;
     touch.mode = TouchMode::Members;
     touch.large = large;
     let touched = redis::run(&*touch).await?;
     Ok(match touched {
         Touched::Done { applied: by_members, unanswered, .. } => {
-            Touched::Done { applied: applied || by_members, large, unanswered }
+            Touched::Done { applied: applied || by_members, large, fresh, unanswered }
         }
         refused => refused,
     })

@@ -11,7 +11,7 @@
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
 use crate::redis;
-use crate::scripts::{Heads, Rebuild, Rebuilt, TruthUser, Versions};
+use crate::scripts::{Heads, MoveClocks, Rebuild, Rebuilt, TruthUser, Versions};
 use crate::sql::{self, Truth, TruthRow};
 
 /// Users per Redis script and SQL query.
@@ -104,7 +104,11 @@ pub async fn rebuild(
     heads.sort_unstable_by(|a, b| a.conversation.cmp(&b.conversation).then(b.last_seq.cmp(&a.last_seq)));
     heads.dedup_by(|next, kept| next.conversation == kept.conversation);
     for chunk in heads.chunks(HEADS_CHUNK) {
-        redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
+        let (_, logs) = redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
+        // On a cluster the logs' clocks live in other slots: they move here.
+        if !logs.is_empty() && redis::is_cluster().await? {
+            redis::run(&MoveClocks { tenant, moves: &logs }).await?;
+        }
     }
     let mut by_user = truth.rows_by_user();
     let users = users

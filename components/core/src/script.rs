@@ -128,6 +128,8 @@ pub struct Call {
     items: Option<Items>,
     /// Which argument is `logs` (see [`Call::logs`]).
     logs_at: Option<usize>,
+    /// Which argument is `clocks` (see [`Call::clocks`]).
+    clocks_at: Option<usize>,
     #[cfg(test)]
     names: Names,
 }
@@ -226,15 +228,33 @@ impl Call {
     /// in ([`crate::scripts::GroupLogs`]). `conversations`: how the names of
     /// the tenant's conversation keys begin, from which the script names
     /// those of a membership (which holds only a number).
+    /// Then `clocks` (see [`Call::clocks`]).
     pub fn logs(&mut self, tenant: &str) {
         self.logs_at = Some(self.args.len());
         self.arg("logs", "");
         self.arg("conversations", crate::keys::conversations_prefix(tenant));
+        self.clocks(tenant);
+    }
+
+    /// The fixed argument `clocks` of a script that reads or moves the log
+    /// counters of `tenant`'s large conversations: how the names of the
+    /// tenant's clock keys begin ([`crate::keys::clocks_prefix`]). On one
+    /// Redis the script keeps the clocks itself; on Redis Cluster, where
+    /// they live in other slots, the cluster client blanks it and keeps them
+    /// ([`crate::scripts::Clocks`]).
+    pub fn clocks(&mut self, tenant: &str) {
+        self.clocks_at = Some(self.args.len());
+        self.arg("clocks", crate::keys::clocks_prefix(tenant));
     }
 
     /// The index of the `logs` argument, if the script takes one.
     pub fn logs_at(&self) -> Option<usize> {
         self.logs_at
+    }
+
+    /// The index of the `clocks` argument, if the script takes one.
+    pub fn clocks_at(&self) -> Option<usize> {
+        self.clocks_at
     }
 
     /// One repeated item per element of `items` (after every fixed key and

@@ -2,7 +2,7 @@
 -- gateway's, up to 500). Reply per user: {'miss', version} (answer from the
 -- SQL store) or {'ok', badge...}.
 local _, A, users = declare {
-  args = {'require_loaded', 'max_conversations', 'max_kept', 'logs', 'conversations'},
+  args = {'require_loaded', 'max_conversations', 'max_kept', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local wanted = take_logs(A, users)

@@ -1,4 +1,7 @@
--- A deleted conversation's keys go: none of its previews is kept for anyone.
+-- A deleted conversation's keys go: none of its previews is kept for anyone,
+-- and its clock goes with its log.
 -- Reply: how many of its keys there were.
-local K = declare {keys = CONVERSATION_KEYS}
+local K, A = declare {keys = CONVERSATION_KEYS, args = {'conversation', 'clocks'}}
+use_clocks(A.clocks)
+forget_clock(A.conversation)
 return redis.call('DEL', K.head, K.recalls, K.earlier, K.group)

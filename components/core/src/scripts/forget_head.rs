@@ -4,7 +4,8 @@ use crate::Error;
 use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua};
 
-/// Deletes the head (and pending recall previews) of `conversation`.
+/// Deletes the head (and pending recall previews, earlier messages, log and
+/// clock) of `conversation`.
 pub struct ForgetHead<'a> {
     pub tenant: &'a str,
     pub conversation: &'a str,
@@ -20,6 +21,8 @@ impl Script for ForgetHead<'_> {
 
     fn encode(&self, call: &mut Call) {
         ConversationKeys::new(self.tenant, self.conversation).encode(call);
+        call.arg("conversation", self.conversation);
+        call.clocks(self.tenant);
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {

@@ -3,7 +3,8 @@
 //! (answers from the SQL truth); this runs both on the same states, through
 //! the state text the scripts store, so the two can never disagree. And the
 //! names of a conversation's keys: `conversation_keys` in `prelude.lua` (for
-//! a membership record, which holds only a number) and `ConversationKeys`.
+//! a membership record, which holds only a number) and `ConversationKeys`,
+//! and of a conversation's clock: `clock_key` and `keys::clock`.
 
 use mlua::{Function, Lua, Table};
 
@@ -17,7 +18,8 @@ fn prelude() -> (Lua, Table) {
     let chunk = format!(
         "KEYS, ARGV = {{}}, {{}}\nredis = {{}}\ncjson = {{}}\n{PRELUDE}\n\
          return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
-         take_logs = take_logs, conversation_keys = conversation_keys}}"
+         take_logs = take_logs, conversation_keys = conversation_keys, \
+         use_clocks = use_clocks, clock_key = clock_key}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -99,6 +101,22 @@ fn lua_names_a_conversations_keys_as_rust_does() {
             let (head, group): (String, String) = keys.call(id).unwrap();
             let rust = crate::keys::ConversationKeys::new(tenant, id);
             assert_eq!((head, group), (rust.key("head"), rust.key("group")), "tenant {tenant:?}, conversation {id:?}");
+        }
+    }
+}
+
+#[test]
+fn lua_names_a_conversations_clock_as_rust_does() {
+    let (_lua, functions) = prelude();
+    let use_clocks: Function = functions.get("use_clocks").unwrap();
+    let clock_key: Function = functions.get("clock_key").unwrap();
+    let ids =
+        ["c1", "g17", "a:b", "}{", "100%", "x y", "é-ü_", "\u{1F600}", "", "a-much-longer-conversation-id-0123456789"];
+    for tenant in ["acme", "t:1"] {
+        let () = use_clocks.call(crate::keys::clocks_prefix(tenant)).unwrap();
+        for id in ids {
+            let lua: String = clock_key.call(id).unwrap();
+            assert_eq!(lua, crate::keys::clock(tenant, id), "tenant {tenant:?}, conversation {id:?}");
         }
     }
 }

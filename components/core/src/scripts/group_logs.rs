@@ -17,6 +17,8 @@ pub const NO_LOGS_YET: &str = "-";
 /// One large conversation a script's users catch up with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WantedLog {
+    /// The conversation.
+    pub conversation: String,
     /// Its head's key, as the users' memberships record it.
     pub head: String,
     /// Its log's key.
@@ -34,7 +36,14 @@ pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Err
     let mut reply = Reply::new(values[1..].to_vec());
     let n = reply.number()?;
     let wanted = (0..n)
-        .map(|_| Ok(WantedLog { head: reply.text()?, group: reply.text()?, after: reply.number()? }))
+        .map(|_| {
+            Ok(WantedLog {
+                conversation: reply.text()?,
+                head: reply.text()?,
+                group: reply.text()?,
+                after: reply.number()?,
+            })
+        })
         .collect::<Result<Vec<_>, Error>>()?;
     if !reply.is_empty() {
         return Err(malformed());
@@ -74,7 +83,11 @@ impl Script for GroupLogs<'_> {
 
 impl GroupLogs<'_> {
     /// The `logs` argument that gives a script every log `wanted` names.
+    /// (None at all is one empty line: an empty `logs` means one Redis.)
     pub fn argument(logs: Vec<String>) -> Vec<u8> {
+        if logs.is_empty() {
+            return b"\n".to_vec();
+        }
         logs.join("\n").into_bytes()
     }
 }

@@ -208,14 +208,24 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         encoded(&Heads { tenant: "t", heads: vec![&row, &other] }),
         encoded(&Previews { tenant: "t", rows: &[row_of("c", 3), row_of("d", 4)] }),
         encoded(&Dataset { remembered: String::new() }),
+        encoded(&ReadClocks { clocks: &crate::keys::clocks_prefix("t"), conversations: vec!["c", "d"] }),
+        encoded(&MoveClocks {
+            tenant: "t",
+            moves: &[
+                ClockMove { conversation: "c".into(), counter: Some(4), fresh: false, announce: Some(9) },
+                ClockMove { conversation: "d".into(), counter: None, fresh: false, announce: None },
+            ],
+        }),
         encoded(&GroupLogs {
             wanted: &[
                 WantedLog {
+                    conversation: "c".into(),
                     head: ConversationKeys::new("t", "c").key("head"),
                     group: ConversationKeys::new("t", "c").key("group"),
                     after: 3,
                 },
                 WantedLog {
+                    conversation: "d".into(),
                     head: ConversationKeys::new("t", "d").key("head"),
                     group: ConversationKeys::new("t", "d").key("group"),
                     after: 0,
@@ -307,11 +317,13 @@ fn the_scripts_that_span_slots_are_known() {
             "badge.lua",
             "category_inventory.lua",
             "clear_category.lua",
+            "clocks.lua",
             "forget_loaded.lua",
             "group_logs.lua",
             "heads.lua",
             "join.lua",
             "leave.lua",
+            "move_clocks.lua",
             "previews.lua",
             "rebuild.lua",
             "recall.lua",
@@ -375,5 +387,5 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
             split.push(file);
         }
     }
-    assert_eq!(split.len(), 13, "the scripts that span slots are split: {split:?}");
+    assert_eq!(split.len(), 15, "the scripts that span slots are split: {split:?}");
 }

@@ -4,20 +4,28 @@
 -- (the app applies a recall to its own heads). A conversation the truth has
 -- large (`large` 1) gets its log if Redis lost it, and a newer message in
 -- its head moves the log's counter, for its members to catch up with.
--- Reply: how many heads changed.
+-- Reply: how many heads changed, then n, and n times a large conversation,
+-- its log's counter and whether its log is new (for its clock on Redis
+-- Cluster, which this script cannot reach there).
 local _, A, conversations = declare {
-  args = {'head_ttl'},
-  each = {keys = CONVERSATION_KEYS, args = {'seq', 'score', 'category', 'preview', 'large'}},
+  args = {'head_ttl', 'clocks'},
+  each = {keys = CONVERSATION_KEYS, args = {'conversation', 'seq', 'score', 'category', 'preview', 'large'}},
 }
-local changed = 0
+use_clocks(A.clocks)
+local changed, logs = 0, {}
 for _, c in ipairs(conversations) do
   local seq, head = tonumber(c.seq), get_head(c.head)
-  if c.large == '1' then make_large(c.group) end
+  local fresh = c.large == '1' and make_large(c.conversation, c.group)
   if not head or seq > head.seq or (seq == head.seq and head.preview ~= c.preview) then
     set_head(c.head, seq, c.score, c.category, c.preview, A.head_ttl)
     prune_recalls(c.recalls, seq)
-    if c.large == '1' and (not head or seq > head.seq) then log_message(c.group) end
+    if c.large == '1' and (not head or seq > head.seq) then log_message(c.conversation, c.group) end
     changed = changed + 1
   end
+  if c.large == '1' then
+    for _, v in ipairs({c.conversation, int(log_counter(c.group)), fresh and 1 or 0}) do logs[#logs + 1] = v end
+  end
 end
-return changed
+local out = {changed, #logs / 3}
+for _, v in ipairs(logs) do out[#out + 1] = v end
+return out

@@ -3,6 +3,7 @@
 use crate::Error;
 use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
+use crate::scripts::ClockMove;
 use crate::sql::TruthRow;
 
 /// The heads of conversations as the truth has them; a head that holds a
@@ -13,8 +14,9 @@ pub struct Heads<'a> {
 }
 
 impl Script for Heads<'_> {
-    /// How many heads changed.
-    type Reply = u64;
+    /// How many heads changed, and where the large conversations' logs are
+    /// (for their clocks on Redis Cluster).
+    type Reply = (u64, Vec<ClockMove>);
 
     fn lua() -> &'static Lua {
         lua!("heads.lua")
@@ -22,8 +24,10 @@ impl Script for Heads<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
+        call.clocks(self.tenant);
         call.each(&self.heads, |item, row| {
             ConversationKeys::new(self.tenant, &row.conversation).encode(item);
+            item.arg("conversation", row.conversation.as_str());
             item.arg("seq", row.last_seq);
             item.arg("score", row.score());
             item.arg("category", row.category.as_str());
@@ -32,11 +36,27 @@ impl Script for Heads<'_> {
         });
     }
 
-    fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
-        reply.number()
+    fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
+        let changed = reply.number()?;
+        let logs = (0..reply.number()?)
+            .map(|_| {
+                Ok(ClockMove {
+                    conversation: reply.text()?,
+                    counter: Some(reply.number()?),
+                    fresh: reply.flag()?,
+                    announce: None,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok((changed, logs))
     }
 
-    fn merge(&self, parts: Vec<PartReply>) -> Result<u64, Error> {
-        Ok(decode_parts(self, parts)?.into_iter().sum())
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
+        let (mut changed, mut logs) = (0, Vec::new());
+        for (n, more) in decode_parts(self, parts)? {
+            changed += n;
+            logs.extend(more);
+        }
+        Ok((changed, logs))
     }
 }

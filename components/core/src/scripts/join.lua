@@ -14,7 +14,7 @@
 local K, A, members = declare {
   keys = {'head', 'group'},
   args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'logs',
-          'conversations'},
+          'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)

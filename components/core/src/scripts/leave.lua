@@ -9,7 +9,7 @@
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
   args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs',
-          'conversations'},
+          'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local wanted = take_logs(A, members)

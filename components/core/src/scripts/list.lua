@@ -8,7 +8,7 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept',
-          'logs', 'conversations'},
+          'logs', 'conversations', 'clocks'},
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end

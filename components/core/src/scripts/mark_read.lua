@@ -4,7 +4,7 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'seq', 'ahead', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded',
-          'channel', 'logs', 'conversations'},
+          'channel', 'logs', 'conversations', 'clocks'},
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end

@@ -5,6 +5,7 @@
 mod badge;
 mod category_inventory;
 mod clear_category;
+mod clocks;
 mod common;
 mod dataset;
 mod forget_head;
@@ -28,6 +29,7 @@ mod walk_users;
 pub use badge::Badge;
 pub use category_inventory::{CategoryInventory, Inventory};
 pub use clear_category::{ClearCategory, Clearing};
+pub use clocks::{ClockMove, MoveClocks, ReadClocks};
 pub use common::{Loaded, Members, badge_of};
 pub use dataset::{Dataset, DatasetRecord};
 pub use forget_head::ForgetHead;

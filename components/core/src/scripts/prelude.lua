@@ -661,17 +661,78 @@ local function log_counter(group)
   return counter and tonumber(counter)
 end
 
--- Makes the conversation large (its log starts empty).
-local function make_large(group)
-  redis.call('ZADD', group, 'NX', 0, '#')
+-- Every log's counter is also kept in its tenant's clocks (CLOCK_BUCKETS
+-- hashes, conversation -> counter), so that a member's catch-up learns
+-- which of its large conversations moved from a few reads and reads only
+-- their logs. `clocks_prefix` (the argument `clocks`) begins their names,
+-- as keys.rs names them (a unit test holds the two together); it is '' on
+-- Redis Cluster, where the clocks live in other slots and the cluster
+-- client reads and moves them.
+local CLOCK_BUCKETS = 16
+local clocks_prefix = ''
+
+-- Names the tenant's clocks for the rest of the script (`prefix`: the
+-- argument `clocks`).
+local function use_clocks(prefix)
+  clocks_prefix = prefix or ''
+end
+
+-- The clock key that holds conversation `conv`'s counter.
+local function clock_key(conv)
+  local hash = 0
+  for i = 1, #conv do hash = (hash * 31 + string.byte(conv, i)) % 65521 end
+  return clocks_prefix .. (hash % CLOCK_BUCKETS) .. '}'
+end
+
+-- The log of `conv` moved to `counter` (on one Redis, in the same step, so
+-- the clock never lags its log there).
+local function set_clock(conv, counter)
+  if clocks_prefix ~= '' then redis.call('HSET', clock_key(conv), conv, int(counter)) end
+end
+
+-- A deleted conversation leaves its clock.
+local function forget_clock(conv)
+  if clocks_prefix ~= '' then redis.call('HDEL', clock_key(conv), conv) end
+end
+
+-- The clocks of the conversations `groups` names (a user's HGETALL of its
+-- groups), by conversation (nil where a clock holds none): one HMGET per
+-- clock key. Nil on Redis Cluster, where the caller gave only the logs
+-- that moved.
+local function read_clocks(groups)
+  if clocks_prefix == '' or #groups == 0 then return nil end
+  local fields, order = {}, {}
+  for i = 1, #groups, 2 do
+    local key = clock_key(groups[i])
+    if not fields[key] then
+      fields[key] = {}
+      order[#order + 1] = key
+    end
+    table.insert(fields[key], groups[i])
+  end
+  local clocks = {}
+  for _, key in ipairs(order) do
+    local values = redis.call('HMGET', key, unpack(fields[key]))
+    for j, conv in ipairs(fields[key]) do clocks[conv] = values[j] and tonumber(values[j]) end
+  end
+  return clocks
+end
+
+-- Makes the conversation large (its log starts empty); returns whether it
+-- was not (its log is new).
+local function make_large(conv, group)
+  local made = redis.call('ZADD', group, 'NX', 0, '#') == 1
+  if made then set_clock(conv, 0) end
+  return made
 end
 
 -- Logs a recall ('r') or an @all mention ('a') of message `seq`, once.
-local function log_entry(group, kind, seq)
+local function log_entry(conv, group, kind, seq)
   local entry = kind .. int(seq)
   if redis.call('ZSCORE', group, entry) then return false end
   local counter = redis.call('ZINCRBY', group, 1, '#')
   redis.call('ZADD', group, counter, entry)
+  set_clock(conv, counter)
   if redis.call('ZCARD', group) > LOG_ENTRIES + 1 then
     -- The oldest entry goes (the counter scores above every entry).
     redis.call('ZREMRANGEBYRANK', group, 0, 0)
@@ -680,8 +741,8 @@ local function log_entry(group, kind, seq)
 end
 
 -- A message moved the head: members have something to catch up with.
-local function log_message(group)
-  redis.call('ZINCRBY', group, 1, '#')
+local function log_message(conv, group)
+  set_clock(conv, redis.call('ZINCRBY', group, 1, '#'))
 end
 
 -- The event of a large conversation's message, once for all its members
@@ -723,6 +784,11 @@ local function decode_membership(conv, value)
   return tonumber(applied), head_key, group_key
 end
 
+-- How far a membership record says the member caught up (nil: not a record).
+local function membership_applied(value)
+  return tonumber(value) or tonumber(string.match(value, '^(%d+)\n'))
+end
+
 -- What a member of a large conversation catches up with: the log's counter
 -- (nil: the conversation is no longer large), and, if it is not `applied`,
 -- the head's last message and the log's entries after `applied` ({entry,
@@ -762,13 +828,15 @@ local LOGS_WANTED = 'unread:logs-wanted'
 -- its `logs` argument: '' on one Redis; on Redis Cluster '-' (none given
 -- yet) or the logs, as encode_log writes them, one per line. With '-' and
 -- users in large conversations, the script must write nothing and answer
--- what this returns: LOGS_WANTED, n, then n times the head key, the group
--- key and how far the users caught up (the least; with `from_start`, 0:
--- the whole log); the caller runs it again with those logs. Otherwise nil:
--- go on.
+-- what this returns: LOGS_WANTED, n, then n times the conversation, its
+-- head key, its group key and how far the users caught up (the least; with
+-- `from_start`, 0: the whole log); the caller runs it again with those
+-- logs (only those whose clock moved: a log not given has nothing new).
+-- Otherwise nil: go on.
 local function take_logs(A, users, from_start)
   local text = A.logs
   conversations_prefix = A.conversations
+  use_clocks(A.clocks)
   if text == '' then return nil end
   given_logs = {}
   if text ~= '-' then
@@ -790,7 +858,7 @@ local function take_logs(A, users, from_start)
       if applied and from_start then applied = 0 end
       if applied and not wanted[group_key] then
         order[#order + 1] = group_key
-        wanted[group_key] = {head = head_key, applied = applied}
+        wanted[group_key] = {conv = groups[i - 1], head = head_key, applied = applied}
       elseif applied and applied < wanted[group_key].applied then
         wanted[group_key].applied = applied
       end
@@ -799,7 +867,8 @@ local function take_logs(A, users, from_start)
   if #order == 0 then return nil end
   local out = {LOGS_WANTED, #order}
   for _, group_key in ipairs(order) do
-    for _, v in ipairs({wanted[group_key].head, group_key, int(wanted[group_key].applied)}) do out[#out + 1] = v end
+    local w = wanted[group_key]
+    for _, v in ipairs({w.conv, w.head, group_key, int(w.applied)}) do out[#out + 1] = v end
   end
   return out
 end
@@ -870,9 +939,13 @@ end
 local function catch_up(u, max_conversations, max_kept, except)
   local changed = false
   local groups = redis.call('HGETALL', u.groups)
+  -- A conversation whose clock says nothing came since costs no more.
+  local clocks = read_clocks(groups)
   for i = 1, #groups, 2 do
-    if groups[i] ~= except
-      and catch_up_one(u, groups[i], groups[i + 1], tonumber(max_conversations), tonumber(max_kept)) then
+    local conv, value = groups[i], groups[i + 1]
+    local clock = clocks and clocks[conv]
+    if conv ~= except and not (clock and clock == membership_applied(value))
+      and catch_up_one(u, conv, value, tonumber(max_conversations), tonumber(max_kept)) then
       changed = true
     end
   end

@@ -22,7 +22,7 @@
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs', 'conversations'},
+  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
 local wanted = take_logs(A, users, true)

@@ -12,11 +12,13 @@
 -- written (nor counted in the reply). On Redis Cluster the head is a part
 -- of its own, and a members part without it takes a member's membership of
 -- the conversation as telling that it is large.
--- Reply: {dropped (members whose unread dropped), n, n users}.
+-- Reply: {dropped (members whose unread dropped), the log's counter ('' if
+-- the part holds no log), logged (1: the recall is new to the log), n, n
+-- users}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'preview', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel',
-          'head_ttl', 'logs', 'conversations'},
+          'head_ttl', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, preview, max_kept = A.conversation, tonumber(A.seq), A.preview, tonumber(A.max_kept)
@@ -25,7 +27,9 @@ if wanted then return wanted end
 
 if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
 local large = K and log_counter(K.group)
-if large and log_entry(K.group, 'r', seq) then publish_conversation(A.channel, conv, seq) end
+local logged = large and log_entry(conv, K.group, 'r', seq)
+-- On Redis Cluster the caller publishes it, once the clock moved.
+if logged and clocks_prefix ~= '' then publish_conversation(A.channel, conv, seq) end
 
 local function recall_member(m)
   local st, where = find(m, conv)
@@ -58,6 +62,7 @@ for _, m in ipairs(members) do
     if recall_member(m) then dropped = dropped + 1 end
   end
 end
-local out = {dropped, #unanswered}
+local counter = large and log_counter(K.group)
+local out = {dropped, counter and int(counter) or '', logged and 1 or 0, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
 return out

@@ -2,9 +2,9 @@
 
 use crate::Error;
 use crate::keys::{ConversationKeys, events_channel};
-use crate::script::{Call, Lua, PartReply, Reply, Script, lua};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua, malformed};
 use crate::scripts::Members;
-use crate::scripts::common::{merge_unanswered, unanswered};
+use crate::scripts::common::unanswered;
 
 /// Message `seq` of `conversation` was recalled; `preview` (may be empty)
 /// replaces it where it is the last message.
@@ -18,9 +18,22 @@ pub struct Recall<'a> {
     pub members: Members<'a>,
 }
 
+/// What a recall did.
+#[derive(Debug, Default)]
+pub struct Recalled {
+    /// How many members' unread dropped.
+    pub dropped: u32,
+    /// A large conversation's log counter after the recall (from the part
+    /// that holds the head).
+    pub large: Option<u64>,
+    /// The recall is new to the log.
+    pub logged: bool,
+    /// The members left to the SQL store.
+    pub unanswered: Vec<String>,
+}
+
 impl Script for Recall<'_> {
-    /// How many members' unread dropped, and the members left to the SQL store.
-    type Reply = (u32, Vec<String>);
+    type Reply = Recalled;
 
     fn lua() -> &'static Lua {
         lua!("recall.lua")
@@ -42,11 +55,22 @@ impl Script for Recall<'_> {
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
-        let dropped = reply.number()?;
-        Ok((u32::try_from(dropped).unwrap_or(u32::MAX), unanswered(reply)?))
+        let dropped = u32::try_from(reply.number()?).unwrap_or(u32::MAX);
+        let large = match reply.text()?.as_str() {
+            "" => None,
+            n => Some(n.parse().map_err(|_| malformed())?),
+        };
+        Ok(Recalled { dropped, large, logged: reply.flag()?, unanswered: unanswered(reply)? })
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Self::Reply, Error> {
-        merge_unanswered(self, parts)
+        let mut all = Recalled::default();
+        for part in decode_parts(self, parts)? {
+            all.dropped = all.dropped.saturating_add(part.dropped);
+            all.large = all.large.or(part.large);
+            all.logged |= part.logged;
+            all.unanswered.extend(part.unanswered);
+        }
+        Ok(all)
     }
 }

@@ -5,7 +5,7 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'flag', 'on', 'max_pins', 'max_conversations', 'max_kept', 'require_loaded',
-          'channel', 'logs', 'conversations'},
+          'channel', 'logs', 'conversations', 'clocks'},
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end

@@ -23,13 +23,14 @@
 -- (it records that first), and a Redis that lost its log makes it large
 -- again.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
--- '' if the conversation is not large; from the head), n, n unanswerable
--- users}, {'unvouched'} or {'conflict', user ('' for the head), category}.
+-- '' if the conversation is not large; from the head), fresh (1: its log
+-- was made by this message), n, n unanswerable users}, {'unvouched'} or
+-- {'conflict', user ('' for the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
           'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth', 'large',
-          'logs', 'conversations'},
+          'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -58,7 +59,7 @@ for i, m in ipairs(members) do
   end
   found[i] = {st = st, where = where}
 end
-if mode == 'check' then return {'ok', 0, '', 0} end
+if mode == 'check' then return {'ok', 0, '', 0, 0} end
 local wanted = take_logs(A, members)
 if wanted then return wanted end
 
@@ -78,16 +79,17 @@ if group and (counter or converts) then
   local held = head_category()
   if held ~= '' and held ~= category then return {'conflict', '', held} end
 end
+local fresh = false
 if converts then
-  make_large(group)
+  fresh = make_large(conv, group)
   counter = 0
 end
 local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
 if group and counter then
-  if A.mention_all == '1' and log_entry(group, 'a', seq) then
+  if A.mention_all == '1' and log_entry(conv, group, 'a', seq) then
     advanced = true
   elseif advanced then
-    log_message(group)
+    log_message(conv, group)
   end
   counter = log_counter(group)
 end
@@ -126,8 +128,9 @@ for i, m in ipairs(members) do
 end
 if counter and advanced then
   applied = 1
-  publish_conversation(A.channel, conv, seq)
+  -- On Redis Cluster the caller publishes it, once the clock moved.
+  if clocks_prefix ~= '' then publish_conversation(A.channel, conv, seq) end
 end
-local out = {'ok', applied, counter and int(counter) or '', #unanswered}
+local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
 return out

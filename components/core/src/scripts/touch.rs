@@ -75,8 +75,9 @@ pub enum TouchMode {
 pub enum Touched {
     /// Applied to the members Redis can answer for; `unanswered` are left
     /// to the SQL store. `large`: the counter of a large conversation's log
-    /// after the message (from the part that holds the head).
-    Done { applied: bool, large: Option<u64>, unanswered: Vec<String> },
+    /// after the message (from the part that holds the head); `fresh`: the
+    /// message made the log (its counter starts over).
+    Done { applied: bool, large: Option<u64>, fresh: bool, unanswered: Vec<String> },
     /// A member (none: the head) has the conversation in another category;
     /// nothing was written.
     Conflict { user: Option<String>, category: String },
@@ -143,7 +144,8 @@ impl Script for Touch<'_> {
                     "" => None,
                     n => Some(n.parse().map_err(|_| malformed())?),
                 };
-                Ok(Touched::Done { applied, large, unanswered: reply.texts()? })
+                let fresh = reply.flag()?;
+                Ok(Touched::Done { applied, large, fresh, unanswered: reply.texts()? })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -155,17 +157,18 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut unanswered) = (false, None, Vec::new());
+        let (mut applied, mut large, mut fresh, mut unanswered) = (false, None, false, Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
                 refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
-                Touched::Done { applied: a, large: l, unanswered: u } => {
+                Touched::Done { applied: a, large: l, fresh: f, unanswered: u } => {
                     applied |= a;
                     large = large.or(l);
+                    fresh |= f;
                     unanswered.extend(u);
                 }
             }
         }
-        Ok(Touched::Done { applied, large, unanswered })
+        Ok(Touched::Done { applied, large, fresh, unanswered })
     }
 }

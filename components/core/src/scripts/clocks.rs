@@ -1,0 +1,95 @@
+//! `clocks.lua` and `move_clocks.lua`: the clocks of large conversations on
+//! Redis Cluster, where the scripts that read or move a log cannot reach
+//! its clock (another slot), so the cluster client does it for them.
+
+use crate::Error;
+use crate::keys::{clock, clock_in, events_channel};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua, malformed, one_text_each, texts_by_item};
+
+/// Reads the clocks of `conversations`, named from `clocks` (the tenant's
+/// clock prefix, the argument `clocks` of the call that asked).
+pub struct ReadClocks<'a> {
+    pub clocks: &'a str,
+    pub conversations: Vec<&'a str>,
+}
+
+impl Script for ReadClocks<'_> {
+    /// Each conversation's log counter as its clock holds it, in order.
+    type Reply = Vec<Option<u64>>;
+
+    fn lua() -> &'static Lua {
+        lua!("clocks.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.each(&self.conversations, |item, conversation| {
+            item.key("clock", clock_in(self.clocks, conversation));
+            item.arg("conversation", *conversation);
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<Vec<Option<u64>>, Error> {
+        counters(one_text_each(self.conversations.len(), reply.rest()?)?)
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<Option<u64>>, Error> {
+        counters(one_text_each(self.conversations.len(), texts_by_item(parts)?)?)
+    }
+}
+
+fn counters(texts: Vec<String>) -> Result<Vec<Option<u64>>, Error> {
+    texts
+        .into_iter()
+        .map(|text| match text.as_str() {
+            "" => Ok(None),
+            n => n.parse().map(Some).map_err(|_| malformed()),
+        })
+        .collect()
+}
+
+/// A large conversation's log moved (or went).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockMove {
+    pub conversation: String,
+    /// The log's counter now; none: the conversation was deleted.
+    pub counter: Option<u64>,
+    /// The log is new (its counter started over).
+    pub fresh: bool,
+    /// The seq of the message or recall to publish the conversation's event
+    /// for, once its clock moved.
+    pub announce: Option<u64>,
+}
+
+/// Moves the clocks of `tenant`'s large conversations to their logs.
+pub struct MoveClocks<'a> {
+    pub tenant: &'a str,
+    pub moves: &'a [ClockMove],
+}
+
+impl Script for MoveClocks<'_> {
+    /// How many clocks changed.
+    type Reply = u64;
+
+    fn lua() -> &'static Lua {
+        lua!("move_clocks.lua")
+    }
+
+    fn encode(&self, call: &mut Call) {
+        call.arg("channel", events_channel(self.tenant));
+        call.each(self.moves, |item, moved| {
+            item.key("clock", clock(self.tenant, &moved.conversation));
+            item.arg("conversation", moved.conversation.as_str());
+            item.arg("counter", moved.counter.map(|n| n.to_string()).unwrap_or_default());
+            item.arg("fresh", moved.fresh);
+            item.arg("announce", moved.announce.map(|n| n.to_string()).unwrap_or_default());
+        });
+    }
+
+    fn decode(&self, reply: &mut Reply) -> Result<u64, Error> {
+        reply.number()
+    }
+
+    fn merge(&self, parts: Vec<PartReply>) -> Result<u64, Error> {
+        Ok(decode_parts(self, parts)?.into_iter().sum())
+    }
+}

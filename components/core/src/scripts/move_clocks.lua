@@ -1,0 +1,28 @@
+-- Large conversations' logs moved, on Redis Cluster, where the script that
+-- moved a log cannot reach its clock (another slot): each clock takes its
+-- log's counter, never going back (two messages' calls may end in either
+-- order), unless the log is new (`fresh`: made again after Redis lost it,
+-- so its counter starts over); a `counter` of '' forgets the conversation
+-- (deleted). Then, if `announce` is a seq, the conversation's event for it:
+-- after the clock, so that a push gateway the event makes ask sees the
+-- message. (One Redis moves a clock in the step that moves its log.)
+-- Reply: how many clocks changed.
+local _, A, moves = declare {
+  args = {'channel'},
+  each = {keys = {'clock'}, args = {'conversation', 'counter', 'fresh', 'announce'}},
+}
+local changed = 0
+for _, m in ipairs(moves) do
+  local held = tonumber(redis.call('HGET', m.clock, m.conversation) or '')
+  if m.counter == '' then
+    if held then changed = changed + redis.call('HDEL', m.clock, m.conversation) end
+  else
+    local counter = tonumber(m.counter)
+    if held ~= counter and (m.fresh == '1' or not held or counter > held) then
+      redis.call('HSET', m.clock, m.conversation, int(counter))
+      changed = changed + 1
+    end
+  end
+  if m.announce ~= '' then publish_conversation(A.channel, m.conversation, tonumber(m.announce)) end
+end
+return changed
