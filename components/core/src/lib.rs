@@ -522,7 +522,7 @@ fn no_sql_store() -> Error {
 /// A touch on Redis Cluster, whose parts cannot refuse together: the head
 /// first, which refuses or vouches for the message's category and takes it
 /// (in a large conversation, into its log), then the members, told what the
-/// head's round answered of the log (whose clock moves in between); when
+/// head's round answered of the log (whose clock moves beside them); when
 /// the head cannot vouch (a new conversation), every part is checked before
 /// the head takes the message.
 async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
@@ -539,21 +539,32 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         head = redis::run(&*touch).await?;
     }
     let Touched::Done { applied, large, fresh, .. } = head else { return Ok(head) };
-    if let Some(counter) = large {
-        // The clock moves before the members' round, whose users read it
-        // to learn that this conversation moved; then the event.
-        let moved = ClockMove {
+    // A large conversation's clock moves beside the members' round (then
+    // its event goes out). A member part that reads the clock before it
+    // moved takes the message without the log's entries since its last
+    // catch-up, and its next call catches up with them: no round waits.
+    let moves: Vec<ClockMove> = large
+        .map(|counter| ClockMove {
             conversation: touch.conversation.to_string(),
             counter: Some(counter),
             fresh,
             announce: applied.then_some(touch.seq),
-        };
-        redis::run(&MoveClocks { tenant: touch.tenant, moves: &[moved] }).await?;
-    }
+        })
+        .into_iter()
+        .collect();
+    let tenant = touch.tenant;
+    let clock = async {
+        match moves.is_empty() {
+            true => Ok(0),
+            false => redis::run(&MoveClocks { tenant, moves: &moves }).await,
+        }
+    };
     touch.members = members;
     touch.mode = TouchMode::Members;
     touch.large = large;
-    let touched = redis::run(&*touch).await?;
+    let (clock, touched) = both(clock, redis::run(&*touch)).await;
+    clock?;
+    let touched = touched?;
     Ok(match touched {
         Touched::Done { applied: by_members, unanswered, .. } => {
             Touched::Done { applied: applied || by_members, large, fresh, unanswered }
