@@ -344,6 +344,14 @@ async fn reads_only_what_moved(cluster: bool) {
     assert_eq!(logs_read, 1, "one conversation moved: {commands} commands");
     let row = app.row("acme", "m4", "g7").await.unwrap();
     assert_eq!((row["unread"].as_u64(), row["preview"]["text"].as_str()), (Some(2), Some("message 2")));
+
+    // A log whose clock holds nothing (a conversation made large before the
+    // clocks, or a clock key lost) is read, so nothing it holds is missed.
+    assert_eq!(app.touch(message("acme", "g9", 2, 2_001, "m0", &["m0"])).await.status, 200);
+    app.redis.delete_keys("un:v2:clock:");
+    let (total, commands, logs_read, _) = badge().await;
+    assert_eq!(total, Some(GROUPS + 2), "the message whose clock went counts");
+    assert!(logs_read >= 1, "{commands} commands");
 }
 
 /// A member leaves a large conversation before catching up with its newest

@@ -202,6 +202,16 @@ impl RedisServer {
         })
     }
 
+    /// Deletes every key whose name begins with `prefix`, on every primary.
+    pub fn delete_keys(&self, prefix: &str) {
+        for mut connection in self.primaries() {
+            let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut connection).unwrap();
+            for key in keys {
+                let _: u64 = redis::cmd("DEL").arg(key).query(&mut connection).unwrap();
+            }
+        }
+    }
+
     /// Scripts run so far (`EVALSHA` and `EVAL` calls), on every primary.
     pub fn scripts_run(&self) -> u64 {
         let mut total = 0;
