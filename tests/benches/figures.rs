@@ -489,7 +489,7 @@ async fn entry_bytes() {
 /// the one-to-one message on the same Redis).
 async fn message_costs() {
     println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages after a first one)");
-    println!("members   how                 touch calls   commands per message   writes   per member   messages/s");
+    println!("members   how                   touch calls   commands per message   writes   per member   messages/s");
     let every =
         Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..Setup::default() }).await);
     let large = Arc::new(App::with(Setup::default()).await);
@@ -530,7 +530,7 @@ async fn message_costs() {
             one_to_one = rate;
         }
         println!(
-            "{size:>7}   {how:<16}   {:>11}   {commands:>20.0}   {writes:>6.1}   {:>10.3}   {rate:>10.1} ({:.3}x one-to-one)",
+            "{size:>7}   {how:<19}   {:>11}   {commands:>20.0}   {writes:>6.1}   {:>10.3}   {rate:>10.1} ({:.3}x one-to-one)",
             named.len(),
             commands / size as f64,
             rate / one_to_one
