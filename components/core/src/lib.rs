@@ -216,19 +216,17 @@ impl Guest for Core {
             members: Members { tenant: &tenant, users: &users },
         };
         let recalled = redis::run(&recall).await?;
-        if let Some(counter) = recalled.large
-            && redis::is_cluster().await?
-        {
-            // On a cluster the log's clock is another slot's: it moves now,
-            // and then the conversation's event goes out.
-            let moved = ClockMove {
+        let moved: Vec<ClockMove> = recalled
+            .large
+            .map(|counter| ClockMove {
                 conversation: conversation.clone(),
                 counter: Some(counter),
                 fresh: false,
                 announce: recalled.logged.then_some(seq),
-            };
-            redis::run(&MoveClocks { tenant: &tenant, moves: &[moved] }).await?;
-        }
+            })
+            .into_iter()
+            .collect();
+        MoveClocks::after(&tenant, &moved).await?;
         answer_from_truth(&store, &tenant, &recalled.unanswered, limits).await?;
         Ok(recalled.dropped)
     }
@@ -309,11 +307,8 @@ impl Guest for Core {
         }
         let removed = leave(&store, &tenant, &conversation, &users).await?;
         redis::run(&scripts::ForgetHead { tenant: &tenant, conversation: &conversation }).await?;
-        if redis::is_cluster().await? {
-            // Its clock lives in another slot.
-            let gone = ClockMove { conversation: conversation.clone(), counter: None, fresh: false, announce: None };
-            redis::run(&MoveClocks { tenant: &tenant, moves: &[gone] }).await?;
-        }
+        let gone = ClockMove { conversation: conversation.clone(), counter: None, fresh: false, announce: None };
+        MoveClocks::after(&tenant, &[gone]).await?;
         Ok(removed)
     }
 
@@ -552,13 +547,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         })
         .into_iter()
         .collect();
-    let tenant = touch.tenant;
-    let clock = async {
-        match moves.is_empty() {
-            true => Ok(0),
-            false => redis::run(&MoveClocks { tenant, moves: &moves }).await,
-        }
-    };
+    let clock = MoveClocks::after(touch.tenant, &moves);
     touch.members = members;
     touch.mode = TouchMode::Members;
     touch.large = large;

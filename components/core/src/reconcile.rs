@@ -105,10 +105,7 @@ pub async fn rebuild(
     heads.dedup_by(|next, kept| next.conversation == kept.conversation);
     for chunk in heads.chunks(HEADS_CHUNK) {
         let (_, logs) = redis::run(&Heads { tenant, heads: chunk.to_vec() }).await?;
-        // On a cluster the logs' clocks live in other slots: they move here.
-        if !logs.is_empty() && redis::is_cluster().await? {
-            redis::run(&MoveClocks { tenant, moves: &logs }).await?;
-        }
+        MoveClocks::after(tenant, &logs).await?;
     }
     let mut by_user = truth.rows_by_user();
     let users = users
