@@ -695,26 +695,39 @@ local function forget_clock(conv)
   if clocks_prefix ~= '' then redis.call('HDEL', clock_key(conv), conv) end
 end
 
--- The clocks of the conversations `groups` names (a user's HGETALL of its
--- groups), by conversation (nil where a clock holds none): one HMGET per
--- clock key. Nil on Redis Cluster, where the caller gave only the logs
--- that moved.
-local function read_clocks(groups)
-  if clocks_prefix == '' or #groups == 0 then return nil end
-  local fields, order = {}, {}
-  for i = 1, #groups, 2 do
-    local key = clock_key(groups[i])
-    if not fields[key] then
-      fields[key] = {}
+-- Field `fields[i]` of hash `keys[i]` for every i, with one HMGET per
+-- distinct key (false where the hash holds none).
+local function hmget_each(keys, fields)
+  local items, order = {}, {}
+  for i, key in ipairs(keys) do
+    if not items[key] then
+      items[key] = {}
       order[#order + 1] = key
     end
-    table.insert(fields[key], groups[i])
+    table.insert(items[key], i)
+  end
+  local out = {}
+  for _, key in ipairs(order) do
+    local names = {}
+    for j, i in ipairs(items[key]) do names[j] = fields[i] end
+    local values = redis.call('HMGET', key, unpack(names))
+    for j, i in ipairs(items[key]) do out[i] = values[j] end
+  end
+  return out
+end
+
+-- The clocks of the conversations `groups` names (a user's HGETALL of its
+-- groups), by conversation (nil where a clock holds none). Nil on Redis
+-- Cluster, where the caller gave only the logs that moved.
+local function read_clocks(groups)
+  if clocks_prefix == '' or #groups == 0 then return nil end
+  local keys, convs = {}, {}
+  for i = 1, #groups, 2 do
+    convs[#convs + 1] = groups[i]
+    keys[#keys + 1] = clock_key(groups[i])
   end
   local clocks = {}
-  for _, key in ipairs(order) do
-    local values = redis.call('HMGET', key, unpack(fields[key]))
-    for j, conv in ipairs(fields[key]) do clocks[conv] = values[j] and tonumber(values[j]) end
-  end
+  for i, value in ipairs(hmget_each(keys, convs)) do clocks[convs[i]] = value and tonumber(value) end
   return clocks
 end
 
