@@ -241,7 +241,7 @@ impl Call {
     /// tenant's clock keys begin ([`crate::keys::clocks_prefix`]). On one
     /// Redis the script keeps the clocks itself; on Redis Cluster, where
     /// they live in other slots, the cluster client blanks it and keeps them
-    /// ([`crate::scripts::Clocks`]).
+    /// ([`crate::scripts::ReadClocks`], [`crate::scripts::MoveClocks`]).
     pub fn clocks(&mut self, tenant: &str) {
         self.clocks_at = Some(self.args.len());
         self.arg("clocks", crate::keys::clocks_prefix(tenant));

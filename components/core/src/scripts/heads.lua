@@ -4,9 +4,9 @@
 -- (the app applies a recall to its own heads). A conversation the truth has
 -- large (`large` 1) gets its log if Redis lost it, and a newer message in
 -- its head moves the log's counter, for its members to catch up with.
--- Reply: how many heads changed, then n, and n times a large conversation,
--- its log's counter and whether its log is new (for its clock on Redis
--- Cluster, which this script cannot reach there).
+-- Reply: how many heads changed, then n, and, on Redis Cluster (where this
+-- script cannot reach the clocks), n times a large conversation, its log's
+-- counter and whether its log is new.
 local _, A, conversations = declare {
   args = {'head_ttl', 'clocks'},
   each = {keys = CONVERSATION_KEYS, args = {'conversation', 'seq', 'score', 'category', 'preview', 'large'}},
@@ -22,7 +22,7 @@ for _, c in ipairs(conversations) do
     if c.large == '1' and (not head or seq > head.seq) then log_message(c.conversation, c.group) end
     changed = changed + 1
   end
-  if c.large == '1' then
+  if c.large == '1' and not keeps_clocks() then
     for _, v in ipairs({c.conversation, int(log_counter(c.group)), fresh and 1 or 0}) do logs[#logs + 1] = v end
   end
 end

@@ -677,6 +677,12 @@ local function use_clocks(prefix)
   clocks_prefix = prefix or ''
 end
 
+-- Whether this script keeps the clocks itself (one Redis); on Redis
+-- Cluster the caller does, and publishes what waits for a clock.
+local function keeps_clocks()
+  return clocks_prefix ~= ''
+end
+
 -- The clock key that holds conversation `conv`'s counter.
 local function clock_key(conv)
   local hash = 0
@@ -687,12 +693,12 @@ end
 -- The log of `conv` moved to `counter` (on one Redis, in the same step, so
 -- the clock never lags its log there).
 local function set_clock(conv, counter)
-  if clocks_prefix ~= '' then redis.call('HSET', clock_key(conv), conv, int(counter)) end
+  if keeps_clocks() then redis.call('HSET', clock_key(conv), conv, int(counter)) end
 end
 
 -- A deleted conversation leaves its clock.
 local function forget_clock(conv)
-  if clocks_prefix ~= '' then redis.call('HDEL', clock_key(conv), conv) end
+  if keeps_clocks() then redis.call('HDEL', clock_key(conv), conv) end
 end
 
 -- Field `fields[i]` of hash `keys[i]` for every i, with one HMGET per
@@ -720,7 +726,7 @@ end
 -- groups), by conversation (nil where a clock holds none). Nil on Redis
 -- Cluster, where the caller gave only the logs that moved.
 local function read_clocks(groups)
-  if clocks_prefix == '' or #groups == 0 then return nil end
+  if not keeps_clocks() or #groups == 0 then return nil end
   local keys, convs = {}, {}
   for i = 1, #groups, 2 do
     convs[#convs + 1] = groups[i]
@@ -739,7 +745,8 @@ local function make_large(conv, group)
   return made
 end
 
--- Logs a recall ('r') or an @all mention ('a') of message `seq`, once.
+-- Logs a recall ('r') or an @all mention ('a') of message `seq`, once;
+-- returns the log's counter after it, or false if it was logged already.
 local function log_entry(conv, group, kind, seq)
   local entry = kind .. int(seq)
   if redis.call('ZSCORE', group, entry) then return false end
@@ -750,7 +757,7 @@ local function log_entry(conv, group, kind, seq)
     -- The oldest entry goes (the counter scores above every entry).
     redis.call('ZREMRANGEBYRANK', group, 0, 0)
   end
-  return true
+  return tonumber(counter)
 end
 
 -- A message moved the head: members have something to catch up with.

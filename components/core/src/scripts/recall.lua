@@ -29,7 +29,7 @@ if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
 local large = K and log_counter(K.group)
 local logged = large and log_entry(conv, K.group, 'r', seq)
 -- On Redis Cluster the caller publishes it, once the clock moved.
-if logged and clocks_prefix ~= '' then publish_conversation(A.channel, conv, seq) end
+if logged and keeps_clocks() then publish_conversation(A.channel, conv, seq) end
 
 local function recall_member(m)
   local st, where = find(m, conv)
@@ -62,7 +62,7 @@ for _, m in ipairs(members) do
     if recall_member(m) then dropped = dropped + 1 end
   end
 end
-local counter = large and log_counter(K.group)
+local counter = logged or large
 local out = {dropped, counter and int(counter) or '', logged and 1 or 0, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
 return out

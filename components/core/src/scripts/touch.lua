@@ -129,7 +129,7 @@ end
 if counter and advanced then
   applied = 1
   -- On Redis Cluster the caller publishes it, once the clock moved.
-  if clocks_prefix ~= '' then publish_conversation(A.channel, conv, seq) end
+  if keeps_clocks() then publish_conversation(A.channel, conv, seq) end
 end
 local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
