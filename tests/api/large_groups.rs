@@ -470,6 +470,70 @@ async fn a_reconcile_that_read_the_truth_before_a_large_groups_message_keeps_it_
     }
 }
 
+/// A large conversation's log keeps its newest 1 024 recalls and @all
+/// mentions. A member further behind than that is owed entries the log
+/// dropped: with a SQL store the member is rebuilt from the truth, which
+/// holds them, so every number stays exact: a list, a badge, a message that
+/// names the member, its event. (Both SQL stores, one Redis and a cluster.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_further_behind_than_the_log_keeps_is_counted_from_the_truth() {
+    const RECALLS: u64 = 1_030;
+    const LAST: u64 = 2_000;
+    for (kind, cluster) in [(KINDS[0], false), (KINDS[1], true)] {
+        let store = MessageStore::create(kind).await;
+        let app = app_with_store(Some(&store), cluster).await;
+        let members: Vec<String> = (0..5).map(member).collect();
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        store.create_conversation("acme", "big", "chat", &members).await;
+        let send = async |body: Value| {
+            let seq = body["seq"].as_u64().unwrap();
+            let sender = body["sender"].as_str().unwrap_or("m0").to_string();
+            store.store_message("acme", "big", seq, 1_000 + seq, &sender, &body["preview"].to_string()).await;
+            assert_eq!(app.touch(body).await.status, 200, "{kind:?} cluster {cluster}");
+        };
+        send(message("acme", "big", 1, 1_001, "m0", &names)).await;
+        assert!(is_large(&app), "{kind:?} cluster {cluster}");
+        send(message("acme", "big", LAST, 1_000 + LAST, "m0", &["m0"])).await;
+        assert_eq!(app.mark_read("acme", "m1", "big", 1).await.status, 200);
+        for user in ["m1", "m4"] {
+            assert!(app.row("acme", user, "big").await.is_some(), "{kind:?} cluster {cluster} {user} caught up");
+        }
+        // More recalls than the log keeps, while m1..m4 read nothing.
+        for seq in 2..2 + RECALLS {
+            assert_eq!(app.recall("acme", "big", seq, &["m0"], None).await.status, 200, "{kind:?} recall {seq}");
+        }
+        let log = app.redis.sorted_set("un:v2:head:{acme:big}:group");
+        let entries = log.iter().filter(|(entry, _)| entry.starts_with('r')).count();
+        assert_eq!(entries, 1_024, "{kind:?} cluster {cluster}: the log keeps its newest entries");
+        assert_eq!(log.first().map(|(entry, _)| entry.as_str()), Some("~"), "{kind:?}: it tells what it dropped");
+
+        let mut events = Events::subscribe(&app, "acme");
+        for (user, unread) in [("m1", LAST - 1 - RECALLS), ("m4", LAST - RECALLS)] {
+            let row = app.row("acme", user, "big").await.unwrap();
+            assert_eq!(row["unread"].as_u64(), Some(unread), "{kind:?} cluster {cluster} {user}: {row}");
+            assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(unread), "{kind:?} {user}");
+        }
+        assert_eq!(app.badge("acme", "m3").await.body["total"].as_u64(), Some(LAST - RECALLS), "{kind:?} m3");
+        // A message that names m2 (mentioned) writes m2 from the truth too.
+        let mut body = message("acme", "big", LAST + 1, 1_001 + LAST, "m0", &["m0", "m2"]);
+        body["mentions"] = json!(["m2"]);
+        send(body).await;
+        let unread = LAST + 1 - RECALLS;
+        let row = app.row("acme", "m2", "big").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["mentions"].as_u64()), (Some(unread), Some(1)), "{kind:?} m2: {row}");
+        let events = events.take();
+        let told: Vec<&Value> = events.iter().filter(|e| e["user"] == "m2").collect();
+        assert!(!told.is_empty(), "{kind:?} cluster {cluster}: {events:?}");
+        for event in told {
+            assert_eq!(event["badge"]["total"], unread, "{kind:?} cluster {cluster}: {event}");
+        }
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "{kind:?} cluster {cluster}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
 /// On a cluster, a touch whose members are each in many large conversations
 /// reads each of those conversations' logs once for all of them (not once
 /// per member), and every member's badge counts them all.

@@ -202,6 +202,19 @@ impl RedisServer {
         })
     }
 
+    /// The members of a sorted set the app stored, lowest score first, from
+    /// whichever primary holds it (empty if none does).
+    pub fn sorted_set(&self, key: &str) -> Vec<(String, f64)> {
+        self.primaries()
+            .into_iter()
+            .find_map(|mut connection| {
+                let found: Vec<(String, f64)> =
+                    redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES").query(&mut connection).ok()?;
+                (!found.is_empty()).then_some(found)
+            })
+            .unwrap_or_default()
+    }
+
     /// Deletes every key whose name begins with `prefix`, on every primary.
     pub fn delete_keys(&self, prefix: &str) {
         for mut connection in self.primaries() {

@@ -9,13 +9,12 @@ local wanted = take_logs(A, users)
 if wanted then return wanted end
 local out = {}
 for _, u in ipairs(users) do
-  if unloaded(u, A.require_loaded) then
-    out[#out + 1] = 'miss'
-    out[#out + 1] = version(u)
-  else
-    catch_up(u, A.max_conversations, A.max_kept)
+  if caught_up(u, A) then
     out[#out + 1] = 'ok'
     badge_reply(u, out)
+  else
+    out[#out + 1] = 'miss'
+    out[#out + 1] = version(u)
   end
 end
 return out

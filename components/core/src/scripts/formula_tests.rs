@@ -110,11 +110,12 @@ fn lua_names_a_conversations_clock_as_rust_does() {
     let (_lua, functions) = prelude();
     let use_clocks: Function = functions.get("use_clocks").unwrap();
     let clock_key: Function = functions.get("clock_key").unwrap();
-    let ids =
-        ["c1", "g17", "a:b", "}{", "100%", "x y", "é-ü_", "\u{1F600}", "", "a-much-longer-conversation-id-0123456789"];
+    let ids = ["c1", "g17", "a:b", "}{", "100%", "x y", "é-ü_", "\u{1F600}", "", "a", "abcde", "abcdefg", "large199"];
+    let long = "a-much-longer-conversation-id-0123456789".repeat(3);
+    let ids = ids.iter().copied().chain([long.as_str()]);
     for tenant in ["acme", "t:1"] {
         let () = use_clocks.call(crate::keys::clocks_prefix(tenant)).unwrap();
-        for id in ids {
+        for id in ids.clone() {
             let lua: String = clock_key.call(id).unwrap();
             assert_eq!(lua, crate::keys::clock(tenant, id), "tenant {tenant:?}, conversation {id:?}");
         }

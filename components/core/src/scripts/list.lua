@@ -12,8 +12,7 @@ local U, A = declare {
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
-if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
-catch_up(U, A.max_conversations, A.max_kept)
+if not caught_up(U, A) then return {'miss', version(U)} end
 local limit, only = tonumber(A.limit), A.category
 local after_section, after_score, after_conv = tonumber(A.section), tonumber(A.score), A.conversation
 

@@ -8,10 +8,9 @@ local U, A = declare {
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
-if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, A.conversation)) then
+if (beyond_kept(U, A.require_loaded) and not find(U, A.conversation)) or not caught_up(U, A) then
   return {'miss', version(U)}
 end
-catch_up(U, A.max_conversations, A.max_kept)
 local status, read, now, moved = read_up_to(U, A.conversation, tonumber(A.seq), tonumber(A.ahead),
   tonumber(A.max_kept))
 if moved then publish(A.channel, A.user, A.conversation, now, U) end

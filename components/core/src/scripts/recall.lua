@@ -59,7 +59,12 @@ for _, m in ipairs(members) do
     unanswered[#unanswered + 1] = m.user
   elseif not ((large or not K) and redis.call('HEXISTS', m.groups, conv) == 1) then
     catch_up(m, A.max_conversations, max_kept)
-    if recall_member(m) then dropped = dropped + 1 end
+    -- A log that dropped entries the member was owed: the truth answers.
+    if unloaded(m, A.require_loaded) then
+      unanswered[#unanswered + 1] = m.user
+    elseif recall_member(m) then
+      dropped = dropped + 1
+    end
   end
 end
 local counter = logged or large

@@ -10,10 +10,9 @@ local U, A = declare {
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
 local conv, flag, on = A.conversation, A.flag, A.on == '1'
-if unloaded(U, A.require_loaded) or (beyond_kept(U, A.require_loaded) and not find(U, conv)) then
+if (beyond_kept(U, A.require_loaded) and not find(U, conv)) or not caught_up(U, A) then
   return {'miss', version(U)}
 end
-catch_up(U, A.max_conversations, A.max_kept)
 local st, where = find(U, conv)
 if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown', version(U)} end
 

@@ -96,34 +96,43 @@ end
 
 local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
 local applied, unanswered = 0, {}
+
+-- Writes the message to member `m` (`st`, `where`: what it has of the
+-- conversation; `large`: its membership record, if any). The member's other
+-- large conversations catch up first, so that the event below carries the
+-- whole badge. What this one's log holds since the member's state comes
+-- with the message, in one step; but a message older than the head (late),
+-- or a member who left, catches up first as any call would. Returns false,
+-- writing nothing of the message, for a member to rebuild from the truth
+-- (a log dropped entries it was owed).
+local function write_member(m, st, where, large)
+  if catch_up(m, max_conversations, max_kept, large and conv) then st, where = find(m, conv) end
+  local b = large and behind(conv, large)
+  if b and b.log.counter == b.applied then b = nil end
+  if b and (not b.log.counter or (b.log.head and b.log.head.seq > seq) or (st and has_flag(st, 'x'))) then
+    if catch_up_one(m, conv, large, max_conversations, max_kept) then st, where = find(m, conv) end
+    b = nil
+  end
+  if (b and owed_from_truth(m, b.log, b.applied)) or unloaded(m, A.require_loaded) then return false end
+  msg.role, msg.recalled, msg.all = m.role, {}, {}
+  if b then add_logged(msg, b.log, b.applied) end
+  local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
+  if changed then applied = 1 end
+  if b then
+    join_large(m, conv, b.log.counter)
+  elseif counter and not large and not (st and has_flag(st, 'x')) then
+    join_large(m, conv, counter)
+  end
+  if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
+  return true
+end
+
 for i, m in ipairs(members) do
   local st, where = found[i].st, found[i].where
   local large = counter and redis.call('HGET', m.groups, conv)
-  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not st) then
+  if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not st)
+    or (not (large and m.role == '') and not write_member(m, st, where, large)) then
     unanswered[#unanswered + 1] = m.user
-  elseif not (large and m.role == '') then
-    -- The member's other large conversations first, so that the event
-    -- below carries the whole badge. What this one's log holds since the
-    -- member's state comes with the message, in one step; but a message
-    -- older than the head (late), or a member who left, catches up first
-    -- as any call would.
-    if catch_up(m, max_conversations, max_kept, large and conv) then st, where = find(m, conv) end
-    local b = large and behind(conv, large)
-    if b and b.log.counter == b.applied then b = nil end
-    if b and (not b.log.counter or (b.log.head and b.log.head.seq > seq) or (st and has_flag(st, 'x'))) then
-      if catch_up_one(m, conv, large, max_conversations, max_kept) then st, where = find(m, conv) end
-      b = nil
-    end
-    msg.role, msg.recalled, msg.all = m.role, {}, {}
-    if b then add_logged(msg, b.log, b.applied) end
-    local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
-    if changed then applied = 1 end
-    if b then
-      join_large(m, conv, b.log.counter)
-    elseif counter and not large and not (st and has_flag(st, 'x')) then
-      join_large(m, conv, counter)
-    end
-    if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
   end
 end
 if counter and advanced then
