@@ -227,14 +227,26 @@ impl RedisServer {
 
     /// Scripts run so far (`EVALSHA` and `EVAL` calls), on every primary.
     pub fn scripts_run(&self) -> u64 {
-        let mut total = 0;
+        self.script_stats().0
+    }
+
+    /// Scripts run so far and the Redis CPU they took (usec), summed over
+    /// every primary, from `INFO commandstats`.
+    pub fn script_stats(&self) -> (u64, u64) {
+        let mut total = (0, 0);
         for mut connection in self.primaries() {
             let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
-            total += info
-                .lines()
-                .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-                .filter_map(|line| line.split(['=', ',']).nth(1)?.parse::<u64>().ok())
-                .sum::<u64>();
+            for line in info.lines() {
+                let Some(stats) = line.strip_prefix("cmdstat_evalsha:").or_else(|| line.strip_prefix("cmdstat_eval:"))
+                else {
+                    continue;
+                };
+                let field = |name: &str| -> u64 {
+                    stats.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
+                };
+                total.0 += field("calls=");
+                total.1 += field("usec=");
+            }
         }
         total
     }

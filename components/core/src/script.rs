@@ -28,10 +28,30 @@ pub struct Lua {
 /// The prelude every script starts with.
 pub const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
+/// The line that ends the prelude's base.
+const BASE_END: &str = "-- BASE END\n";
+
+/// The prelude's base (its text up to `BASE END`): the calling convention,
+/// heads and clocks. Redis runs a script's whole text on every call, so the
+/// scripts that only read heads or clocks, which a call on Redis Cluster
+/// runs once per slot, take only this.
+pub fn base_prelude() -> &'static str {
+    PRELUDE.find(BASE_END).map_or(PRELUDE, |at| &PRELUDE[..at + BASE_END.len()])
+}
+
 impl Lua {
     /// The script `file` with the prelude prepended.
     pub fn new(file: &'static str, body: &str) -> Self {
-        let text = format!("{PRELUDE}\n{body}");
+        Self::with(file, PRELUDE, body)
+    }
+
+    /// The script `file` with only the prelude's base prepended.
+    pub fn on_base(file: &'static str, body: &str) -> Self {
+        Self::with(file, base_prelude(), body)
+    }
+
+    fn with(file: &'static str, prelude: &str, body: &str) -> Self {
+        let text = format!("{prelude}\n{body}");
         let sha1 = sha1_smol::Sha1::from(&text).digest().to_string();
         Lua { file, text, sha1 }
     }
@@ -42,6 +62,12 @@ macro_rules! lua {
     ($file:literal) => {{
         static LUA: std::sync::LazyLock<$crate::script::Lua> =
             std::sync::LazyLock::new(|| $crate::script::Lua::new($file, include_str!($file)));
+        &*LUA
+    }};
+    // A script on the prelude's base only (see `base_prelude`).
+    (base $file:literal) => {{
+        static LUA: std::sync::LazyLock<$crate::script::Lua> =
+            std::sync::LazyLock::new(|| $crate::script::Lua::on_base($file, include_str!($file)));
         &*LUA
     }};
 }

@@ -18,7 +18,7 @@ impl Script for ReadClocks<'_> {
     type Reply = Vec<Option<u64>>;
 
     fn lua() -> &'static Lua {
-        lua!("clocks.lua")
+        lua!(base "clocks.lua")
     }
 
     fn encode(&self, call: &mut Call) {

@@ -389,3 +389,50 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
     }
     assert_eq!(split.len(), 15, "the scripts that span slots are split: {split:?}");
 }
+
+/// The names the prelude defines at its top level in `text` (`local
+/// function f`, `local a, b = ...`).
+fn top_level_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("local ") else { continue };
+        let rest = rest.strip_prefix("function ").unwrap_or(rest);
+        let declared = rest.split(['=', '(']).next().unwrap_or("");
+        names.extend(declared.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()));
+    }
+    names
+}
+
+/// Whether the code of `text` (comments aside) uses `name` as a whole word.
+fn uses(text: &str, name: &str) -> bool {
+    let code: String = text.lines().map(|line| line.split("--").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    code.match_indices(name).any(|(at, _)| {
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !word(code[..at].chars().next_back()) && !word(code[at + name.len()..].chars().next())
+    })
+}
+
+#[test]
+fn a_script_on_the_preludes_base_uses_nothing_defined_after_it() {
+    let base = crate::script::base_prelude();
+    let rest = &crate::script::PRELUDE[base.len()..];
+    assert!(!rest.is_empty(), "the prelude has no BASE END line");
+    let later = top_level_names(rest);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts");
+    let mut on_base = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for (at, _) in source.match_indices("lua!(base \"") {
+            let file = &source[at + 11..];
+            on_base.push(file[..file.find('"').unwrap()].to_string());
+        }
+    }
+    on_base.sort();
+    assert_eq!(on_base, ["clocks.lua", "previews.lua"], "the scripts on the base, as this test last knew them");
+    let texts = on_base.iter().map(|file| (file.clone(), std::fs::read_to_string(format!("{dir}/{file}")).unwrap()));
+    for (file, text) in texts.chain([("the base itself".to_string(), base.to_string())]) {
+        for name in &later {
+            assert!(!uses(&text, name), "{file} uses {name}, which the prelude defines after its base");
+        }
+    }
+}

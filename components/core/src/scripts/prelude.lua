@@ -1,6 +1,7 @@
 -- Shared by every script (prepended at build time): the calling convention,
 -- the state of one conversation as one user sees it, and the few steps
--- every change goes through. Key names are not built here: the Rust side
+-- every change goes through (a few scripts take only its base, up to BASE
+-- END: see base_prelude in script.rs). Key names are not built here: the Rust side
 -- (keys.rs) passes every key a script touches in KEYS.
 --
 -- A user's keys (USER_KEYS, one hash slot):
@@ -88,6 +89,160 @@ end
 local function int(n)
   return string.format('%d', n)
 end
+
+-- Heads ---------------------------------------------------------------------
+
+-- Recall previews kept for messages not touched yet: at most this many per
+-- conversation (the lowest seqs go first), so no caller grows them.
+local MAX_PENDING_PREVIEWS = 16
+
+-- The messages a head held before, kept for a list that read its rows just
+-- before the head moved on: this many, for this many seconds after the last
+-- message. Enough for the milliseconds between a page's two reads, whatever
+-- the conversation's pace.
+local RECENT_PREVIEWS, RECENT_SECONDS = 8, 10
+
+-- A conversation's head, `seq:score:category:preview` in one string (a
+-- string keeps a long preview compact, where a hash would turn into a
+-- table); nil if there is none.
+local function decode_head(value)
+  if not value or value == '' then return nil end
+  local seq, score, category, preview = string.match(value, '^(%d+):(%d*):([%w_%-]*):(.*)$')
+  if not seq then return nil end
+  return {seq = tonumber(seq), score = score, category = category, preview = preview}
+end
+
+local function get_head(key)
+  return decode_head(redis.call('GET', key))
+end
+
+-- The head's text, as `get_head` reads it.
+local function encode_head(seq, score, category, preview)
+  return int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview
+end
+
+-- The messages the head held before, newest first, as {seq, preview}
+-- pairs: one string of `seq:length:preview` items (a preview may hold any
+-- byte), so that a message writes it once.
+local function earlier_items(h)
+  local text, items, at = redis.call('GET', h.earlier) or '', {}, 1
+  while at <= #text do
+    local seq, length, start = string.match(text, '^(%d+):(%d+):()', at)
+    if not seq then break end
+    local stop = start + tonumber(length)
+    items[#items + 1] = {tonumber(seq), string.sub(text, start, stop - 1)}
+    at = stop
+  end
+  return items
+end
+
+-- Writes the earlier messages, `...` the SET options (a time to live, or
+-- KEEPTTL).
+local function set_earlier(h, items, ...)
+  local parts = {}
+  for i, item in ipairs(items) do parts[i] = int(item[1]) .. ':' .. #item[2] .. ':' .. item[2] end
+  redis.call('SET', h.earlier, table.concat(parts), ...)
+end
+
+-- The conversation's last message is `seq` (list score `score`, in
+-- `category`), with `preview`. A head lives `ttl` seconds past its last
+-- message or its last read by a list (previews.lua), so heads of
+-- conversations nobody lists any more go.
+local function set_head(key, seq, score, category, preview, ttl)
+  redis.call('SET', key, encode_head(seq, score, category, preview), 'EX', ttl)
+end
+
+-- Recall previews at or below `seq` can no longer serve and go.
+local function prune_recalls(recalls, seq)
+  for _, f in ipairs(redis.call('HKEYS', recalls)) do
+    if tonumber(f) <= seq then redis.call('HDEL', recalls, f) end
+  end
+end
+
+-- The conversation's last message is now `seq` if it is newer than the
+-- head's: its preview is the one a recall left for it, else `preview`.
+local function advance_head(h, seq, score, category, preview, ttl)
+  local head = get_head(h.head)
+  if head and seq <= head.seq then return false end
+  if head then
+    local items = earlier_items(h)
+    table.insert(items, 1, {head.seq, head.preview})
+    items[RECENT_PREVIEWS + 1] = nil
+    set_earlier(h, items, 'EX', RECENT_SECONDS)
+  end
+  if redis.call('HLEN', h.recalls) > 0 then
+    preview = redis.call('HGET', h.recalls, int(seq)) or preview
+    prune_recalls(h.recalls, seq)
+  end
+  set_head(h.head, seq, score, category, preview, ttl)
+  return true
+end
+
+-- The preview of message `seq` if the head (as `get_head` read it) or its
+-- earlier messages hold it; nil otherwise (and, with `replace`, replaced
+-- there).
+local function held_preview(h, head, seq, replace)
+  if not head or seq > head.seq then return nil end
+  if seq == head.seq then
+    if replace then redis.call('SET', h.head, encode_head(seq, head.score, head.category, replace), 'KEEPTTL') end
+    return head.preview
+  end
+  local items = earlier_items(h)
+  for _, item in ipairs(items) do
+    if item[1] == seq then
+      local text = item[2]
+      if replace then
+        item[2] = replace
+        set_earlier(h, items, 'KEEPTTL')
+      end
+      return text
+    end
+  end
+  return nil
+end
+
+-- A recall's replacement preview for message `seq`: the head's preview if
+-- it is the last message (and an earlier one's if it was); kept for its touch
+-- if it is newer.
+local function recall_preview(h, seq, preview, ttl)
+  local head = get_head(h.head)
+  if head and seq <= head.seq then
+    held_preview(h, head, seq, preview)
+  else
+    redis.call('HSET', h.recalls, int(seq), preview)
+    redis.call('EXPIRE', h.recalls, ttl)
+    local pending = {}
+    for _, f in ipairs(redis.call('HKEYS', h.recalls)) do pending[#pending + 1] = tonumber(f) end
+    table.sort(pending)
+    for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', h.recalls, int(pending[i])) end
+  end
+end
+
+-- Field `fields[i]` of hash `keys[i]` for every i, with one HMGET per
+-- distinct key (false where the hash holds none).
+local function hmget_each(keys, fields)
+  local items, order = {}, {}
+  for i, key in ipairs(keys) do
+    if not items[key] then
+      items[key] = {}
+      order[#order + 1] = key
+    end
+    table.insert(items[key], i)
+  end
+  local out = {}
+  for _, key in ipairs(order) do
+    local names = {}
+    for j, i in ipairs(items[key]) do names[j] = fields[i] end
+    local values = redis.call('HMGET', key, unpack(names))
+    for j, i in ipairs(items[key]) do out[i] = values[j] end
+  end
+  return out
+end
+
+-- The base ends here: the scripts that only read heads and clocks once per
+-- hash slot (previews, clocks; on Redis Cluster a call runs them many times)
+-- load only the text above, which Redis runs anew on every call.
+-- BASE END
 
 -- States --------------------------------------------------------------------
 
@@ -286,134 +441,6 @@ local function publish(channel, user, conv, now, u)
   redis.call('PUBLISH', channel, event_json({{'user', user}, {'conversation', conv}, {'unread', unread},
     {'mentions', mentions},
     {'badge', {{'total', totals.total}, {'muted', totals.muted}, {'mentions', totals.mentions}}}}))
-end
-
--- Heads ---------------------------------------------------------------------
-
--- Recall previews kept for messages not touched yet: at most this many per
--- conversation (the lowest seqs go first), so no caller grows them.
-local MAX_PENDING_PREVIEWS = 16
-
--- The messages a head held before, kept for a list that read its rows just
--- before the head moved on: this many, for this many seconds after the last
--- message. Enough for the milliseconds between a page's two reads, whatever
--- the conversation's pace.
-local RECENT_PREVIEWS, RECENT_SECONDS = 8, 10
-
--- A conversation's head, `seq:score:category:preview` in one string (a
--- string keeps a long preview compact, where a hash would turn into a
--- table); nil if there is none.
-local function decode_head(value)
-  if not value or value == '' then return nil end
-  local seq, score, category, preview = string.match(value, '^(%d+):(%d*):([%w_%-]*):(.*)$')
-  if not seq then return nil end
-  return {seq = tonumber(seq), score = score, category = category, preview = preview}
-end
-
-local function get_head(key)
-  return decode_head(redis.call('GET', key))
-end
-
--- The head's text, as `get_head` reads it.
-local function encode_head(seq, score, category, preview)
-  return int(seq) .. ':' .. score .. ':' .. category .. ':' .. preview
-end
-
--- The messages the head held before, newest first, as {seq, preview}
--- pairs: one string of `seq:length:preview` items (a preview may hold any
--- byte), so that a message writes it once.
-local function earlier_items(h)
-  local text, items, at = redis.call('GET', h.earlier) or '', {}, 1
-  while at <= #text do
-    local seq, length, start = string.match(text, '^(%d+):(%d+):()', at)
-    if not seq then break end
-    local stop = start + tonumber(length)
-    items[#items + 1] = {tonumber(seq), string.sub(text, start, stop - 1)}
-    at = stop
-  end
-  return items
-end
-
--- Writes the earlier messages, `...` the SET options (a time to live, or
--- KEEPTTL).
-local function set_earlier(h, items, ...)
-  local parts = {}
-  for i, item in ipairs(items) do parts[i] = int(item[1]) .. ':' .. #item[2] .. ':' .. item[2] end
-  redis.call('SET', h.earlier, table.concat(parts), ...)
-end
-
--- The conversation's last message is `seq` (list score `score`, in
--- `category`), with `preview`. A head lives `ttl` seconds past its last
--- message or its last read by a list (previews.lua), so heads of
--- conversations nobody lists any more go.
-local function set_head(key, seq, score, category, preview, ttl)
-  redis.call('SET', key, encode_head(seq, score, category, preview), 'EX', ttl)
-end
-
--- Recall previews at or below `seq` can no longer serve and go.
-local function prune_recalls(recalls, seq)
-  for _, f in ipairs(redis.call('HKEYS', recalls)) do
-    if tonumber(f) <= seq then redis.call('HDEL', recalls, f) end
-  end
-end
-
--- The conversation's last message is now `seq` if it is newer than the
--- head's: its preview is the one a recall left for it, else `preview`.
-local function advance_head(h, seq, score, category, preview, ttl)
-  local head = get_head(h.head)
-  if head and seq <= head.seq then return false end
-  if head then
-    local items = earlier_items(h)
-    table.insert(items, 1, {head.seq, head.preview})
-    items[RECENT_PREVIEWS + 1] = nil
-    set_earlier(h, items, 'EX', RECENT_SECONDS)
-  end
-  if redis.call('HLEN', h.recalls) > 0 then
-    preview = redis.call('HGET', h.recalls, int(seq)) or preview
-    prune_recalls(h.recalls, seq)
-  end
-  set_head(h.head, seq, score, category, preview, ttl)
-  return true
-end
-
--- The preview of message `seq` if the head (as `get_head` read it) or its
--- earlier messages hold it; nil otherwise (and, with `replace`, replaced
--- there).
-local function held_preview(h, head, seq, replace)
-  if not head or seq > head.seq then return nil end
-  if seq == head.seq then
-    if replace then redis.call('SET', h.head, encode_head(seq, head.score, head.category, replace), 'KEEPTTL') end
-    return head.preview
-  end
-  local items = earlier_items(h)
-  for _, item in ipairs(items) do
-    if item[1] == seq then
-      local text = item[2]
-      if replace then
-        item[2] = replace
-        set_earlier(h, items, 'KEEPTTL')
-      end
-      return text
-    end
-  end
-  return nil
-end
-
--- A recall's replacement preview for message `seq`: the head's preview if
--- it is the last message (and an earlier one's if it was); kept for its touch
--- if it is newer.
-local function recall_preview(h, seq, preview, ttl)
-  local head = get_head(h.head)
-  if head and seq <= head.seq then
-    held_preview(h, head, seq, preview)
-  else
-    redis.call('HSET', h.recalls, int(seq), preview)
-    redis.call('EXPIRE', h.recalls, ttl)
-    local pending = {}
-    for _, f in ipairs(redis.call('HKEYS', h.recalls)) do pending[#pending + 1] = tonumber(f) end
-    table.sort(pending)
-    for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', h.recalls, int(pending[i])) end
-  end
 end
 
 -- Saving ----------------------------------------------------------------------
@@ -720,27 +747,6 @@ local function forget_clock(conv)
   if keeps_clocks() then redis.call('HDEL', clock_key(conv), conv) end
 end
 
--- Field `fields[i]` of hash `keys[i]` for every i, with one HMGET per
--- distinct key (false where the hash holds none).
-local function hmget_each(keys, fields)
-  local items, order = {}, {}
-  for i, key in ipairs(keys) do
-    if not items[key] then
-      items[key] = {}
-      order[#order + 1] = key
-    end
-    table.insert(items[key], i)
-  end
-  local out = {}
-  for _, key in ipairs(order) do
-    local names = {}
-    for j, i in ipairs(items[key]) do names[j] = fields[i] end
-    local values = redis.call('HMGET', key, unpack(names))
-    for j, i in ipairs(items[key]) do out[i] = values[j] end
-  end
-  return out
-end
-
 -- The clocks of the conversations `groups` names (a user's HGETALL of its
 -- groups), by conversation (nil where a clock holds none). Nil on Redis
 -- Cluster, where the caller gave only the logs that moved.
@@ -966,7 +972,8 @@ end
 
 -- Brings the member's state of one large conversation up to its head and
 -- log, with the step every message takes (`reach`). Returns whether it
--- changed.
+-- changed, and whether the member is owed entries the log dropped (then
+-- unloaded, to be rebuilt from the truth).
 local function catch_up_one(u, conv, value, max_conversations, max_kept)
   local b = behind(conv, value)
   if not b then return false end
@@ -984,7 +991,7 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   local head = log.head
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end
-  if owed_from_truth(u, log, applied) then return false end
+  if owed_from_truth(u, log, applied) then return false, true end
   local msg = {role = '', recalled = {}, all = {}}
   if head then
     msg.seq, msg.score, msg.category = head.seq, head.score, head.category
@@ -1003,7 +1010,8 @@ end
 -- is what writing every member would have made it. On one Redis the heads
 -- and logs are read here (other slots); on Redis Cluster they come with the
 -- call (take_logs). `except`: a conversation the caller catches up itself.
--- Returns whether any state changed.
+-- Returns whether any state changed. A user found owed entries a log
+-- dropped is rebuilt from the truth, so the rest waits for that.
 local function catch_up(u, max_conversations, max_kept, except)
   local changed = false
   local groups = redis.call('HGETALL', u.groups)
@@ -1012,9 +1020,10 @@ local function catch_up(u, max_conversations, max_kept, except)
   for i = 1, #groups, 2 do
     local conv, value = groups[i], groups[i + 1]
     local clock = clocks and clocks[conv]
-    if conv ~= except and not (clock and clock == membership_applied(value))
-      and catch_up_one(u, conv, value, tonumber(max_conversations), tonumber(max_kept)) then
-      changed = true
+    if conv ~= except and not (clock and clock == membership_applied(value)) then
+      local moved, owed = catch_up_one(u, conv, value, tonumber(max_conversations), tonumber(max_kept))
+      changed = changed or moved
+      if owed then break end
     end
   end
   return changed

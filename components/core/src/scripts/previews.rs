@@ -21,7 +21,7 @@ impl Script for Previews<'_> {
     type Reply = Vec<String>;
 
     fn lua() -> &'static Lua {
-        lua!("previews.lua")
+        lua!(base "previews.lua")
     }
 
     fn encode(&self, call: &mut Call) {
