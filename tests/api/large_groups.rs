@@ -534,6 +534,74 @@ async fn a_member_further_behind_than_the_log_keeps_is_counted_from_the_truth() 
     }
 }
 
+/// A member who joins while the group is still small, after the app built
+/// the message that makes it large (so that message does not name them),
+/// counts that message and every one after it, from the answer on; one who
+/// joined and left again does not get the conversation back. Cache-only on
+/// one Redis and on a cluster, and with a SQL store.
+#[tokio::test]
+async fn a_member_who_joined_just_before_the_group_became_large_counts_its_messages() {
+    for (kind, cluster) in [(None, false), (None, true), (Some(KINDS[0]), false)] {
+        let store = match kind {
+            Some(kind) => Some(MessageStore::create(kind).await),
+            None => None,
+        };
+        let app = app_with_store(store.as_ref(), cluster).await;
+        let case = format!("{kind:?} cluster {cluster}");
+        let everyone: Vec<String> = ["m0", "m1", "m2", "m3", "x", "y"].map(String::from).to_vec();
+        if let Some(store) = &store {
+            store.create_conversation("acme", "big", "chat", &everyone).await;
+        }
+        let send = async |body: Value| {
+            if let Some(store) = &store {
+                let (seq, sender) = (body["seq"].as_u64().unwrap(), body["sender"].as_str().unwrap().to_string());
+                store.store_message("acme", "big", seq, 1_000 + seq, &sender, &body["preview"].to_string()).await;
+            }
+            assert_eq!(app.touch(body).await.status, 200, "{case}");
+        };
+        send(message("acme", "big", 1, 1_001, "m0", &["m0", "m1", "m2"])).await;
+        assert!(!is_large(&app), "{case}: three members are not past the threshold");
+        // x and y join after message 1; y leaves again (the app drops them).
+        assert_eq!(app.join("acme", "big", 1, &["x", "y"]).await.status, 200, "{case}");
+        assert_eq!(app.leave("acme", "big", &["y"]).await.status, 200, "{case}");
+        if let Some(store) = &store {
+            store
+                .exec(
+                    "DELETE FROM app_members WHERE tenant = ? AND conversation = ? AND user_id = ?",
+                    &[crate::store::s("acme"), crate::store::s("big"), crate::store::s("y")],
+                )
+                .await;
+        }
+        let unread = |row: Option<Value>| row.and_then(|r| r["unread"].as_u64());
+        // x uses unread meanwhile: it has the conversation, with nothing unread.
+        assert_eq!(unread(app.row("acme", "x", "big").await), Some(0), "{case}: x after joining");
+        // The app built message 2 before they joined: it names four members,
+        // not x, and makes the group large.
+        send(message("acme", "big", 2, 1_002, "m0", &["m0", "m1", "m2", "m3"])).await;
+        assert!(is_large(&app), "{case}");
+        assert_eq!(unread(app.row("acme", "x", "big").await), Some(1), "{case}: x counts message 2");
+        assert_eq!(app.badge("acme", "x").await.body["total"], 1, "{case}");
+        // Later messages name only their sender, as in any large group.
+        send(message("acme", "big", 3, 1_003, "m1", &["m1"])).await;
+        for (user, expected) in [("x", 2), ("m2", 3), ("m3", 3)] {
+            assert_eq!(unread(app.row("acme", user, "big").await), Some(expected), "{case}: {user}");
+            assert_eq!(app.badge("acme", user).await.body["total"], expected, "{case}: {user}");
+        }
+        assert_eq!(app.row("acme", "y", "big").await, None, "{case}: y left before");
+        assert_eq!(app.badge("acme", "y").await.body["total"], 0, "{case}: y");
+        assert!(
+            !app.redis.keys().iter().any(|key| key.ends_with(":joined")),
+            "{case}: the joiners' record went with the message that made the group large"
+        );
+        if let Some(store) = store {
+            let report = app.reconcile_all("acme").await;
+            assert_eq!(report["drifted"], 0, "{case}: {report}");
+            drop(app);
+            store.drop_database().await;
+        }
+    }
+}
+
 /// On a cluster, a touch whose members are each in many large conversations
 /// reads each of those conversations' logs once for all of them (not once
 /// per member), and every member's badge counts them all.

@@ -74,14 +74,16 @@ pub fn slot(key: &str) -> u16 {
 
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
-pub const CONVERSATION_KEYS: [&str; 4] = ["head", "recalls", "earlier", "group"];
+pub const CONVERSATION_KEYS: [&str; 5] = ["head", "recalls", "earlier", "group", "joined"];
 
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
 /// many members list it; `recalls`, the previews recalls gave for messages
 /// not touched yet; `earlier`, the messages the head held before, for a few
-/// seconds; `group`, a large conversation's log (read diffusion). The
-/// `head:` prefix keeps them apart from every user's keys.
+/// seconds; `group`, a large conversation's log (read diffusion); `joined`,
+/// who joined it lately while it was not large, for the message that makes
+/// it large to take along. The `head:` prefix keeps them apart from every
+/// user's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationKeys {
     head: String,

@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Badge, ClockMove, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping, Previews,
-    ReadHead, Recall, Role, Touch, TouchMode, Touched,
+    Adopt, Badge, ClockMove, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping,
+    Previews, ReadHead, Recall, Role, Touch, TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -76,6 +76,7 @@ impl Guest for Core {
         let store = sql::configured().await?;
         let threshold = config::large_group_threshold().await?;
         let mut members = roles(&message);
+        let named: std::collections::HashSet<String> = members.iter().map(|(user, _)| user.clone()).collect();
         let mut large_in_truth = false;
         if let Some(url) = &store {
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
@@ -120,7 +121,17 @@ impl Guest for Core {
         match touched {
             Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
             Touched::Unvouched => Err(script::malformed()),
-            Touched::Done { applied, unanswered, .. } => {
+            Touched::Done { applied, mut unanswered, joiners, .. } => {
+                // Who joined before the message that made the conversation
+                // large, and whom it does not name, joins its log too: from
+                // the truth with a SQL store, else by their state in Redis.
+                let joiners: Vec<String> = joiners.into_iter().filter(|user| !named.contains(user)).collect();
+                if store.is_some() {
+                    unanswered.extend(joiners);
+                } else if !joiners.is_empty() {
+                    let members = Members { tenant: &message.tenant, users: &joiners };
+                    redis::run(&Adopt { conversation: &message.conversation, members }).await?;
+                }
                 answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
                 Ok(applied)
             }
@@ -236,10 +247,14 @@ impl Guest for Core {
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
         let users = once_each(members, None);
+        let read_head = ReadHead { tenant: &tenant, conversation: &conversation, users: &users };
         if let Some(url) = &store {
             let cursors: Vec<(String, String, u64)> =
                 users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::join_cursors(url, &tenant, &cursors).await?;
+            // Recorded as joining, for a message that makes the
+            // conversation large without naming them (see touch).
+            redis::run(&read_head).await?;
             // The truth lists the conversation for its new members at once (it
             // has its last message): so does Redis, rebuilt from it.
             let rebuilt = reconcile::check(url, &tenant, &users, limits).await?;
@@ -247,7 +262,7 @@ impl Guest for Core {
         }
         // On a cluster, the members outside the head's slot take it from here.
         let head = match redis::is_cluster().await? {
-            true => redis::run(&ReadHead { tenant: &tenant, conversation: &conversation }).await?,
+            true => redis::run(&read_head).await?,
             false => HeadRead::default(),
         };
         let join = Join {
@@ -533,7 +548,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         touch.mode = TouchMode::First;
         head = redis::run(&*touch).await?;
     }
-    let Touched::Done { applied, large, fresh, .. } = head else { return Ok(head) };
+    let Touched::Done { applied, large, fresh, joiners, .. } = head else { return Ok(head) };
     // A large conversation's clock moves beside the members' round (then
     // its event goes out). A member part that reads the clock before it
     // moved takes the message without the log's entries since its last
@@ -556,7 +571,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
     let touched = touched?;
     Ok(match touched {
         Touched::Done { applied: by_members, unanswered, .. } => {
-            Touched::Done { applied: applied || by_members, large, fresh, unanswered }
+            Touched::Done { applied: applied || by_members, large, fresh, unanswered, joiners }
         }
         refused => refused,
     })

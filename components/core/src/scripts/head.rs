@@ -1,13 +1,15 @@
-//! `head.lua`: a conversation's head as stored, and whether it is large.
+//! `head.lua`: a conversation's head as stored, and whether it is large,
+//! read as the users joining it are recorded.
 
 use crate::Error;
 use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua};
 
-/// Reads the head of `conversation`.
+/// Reads the head of `conversation`, which `users` join.
 pub struct ReadHead<'a> {
     pub tenant: &'a str,
     pub conversation: &'a str,
+    pub users: &'a [String],
 }
 
 /// A conversation's head, for the members of a join in other slots.
@@ -27,7 +29,10 @@ impl Script for ReadHead<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.tenant, self.conversation).encode_only(call, &["head", "group"]);
+        ConversationKeys::new(self.tenant, self.conversation).encode_only(call, &["head", "group", "joined"]);
+        // One argument, one user per line: the users' keys are not this
+        // script's (one slot), and identifiers hold no control characters.
+        call.arg("users", self.users.join("\n").as_str());
     }
 
     fn decode(&self, reply: &mut Reply) -> Result<HeadRead, Error> {

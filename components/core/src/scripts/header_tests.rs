@@ -172,7 +172,8 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             members: members(),
             head: &HeadRead::default(),
         }),
-        encoded(&ReadHead { tenant: "t", conversation: "c" }),
+        encoded(&ReadHead { tenant: "t", conversation: "c", users: &users }),
+        encoded(&Adopt { conversation: "c", members: members() }),
         encoded(&Leave {
             conversation: "c",
             max_conversations: 100,
@@ -314,6 +315,7 @@ fn the_scripts_that_span_slots_are_known() {
     assert_eq!(
         many_slots,
         [
+            "adopt.lua",
             "badge.lua",
             "category_inventory.lua",
             "clear_category.lua",
@@ -387,7 +389,7 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
             split.push(file);
         }
     }
-    assert_eq!(split.len(), 15, "the scripts that span slots are split: {split:?}");
+    assert_eq!(split.len(), 16, "the scripts that span slots are split: {split:?}");
 }
 
 /// The names the prelude defines at its top level in `text` (`local

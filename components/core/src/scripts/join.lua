@@ -10,9 +10,12 @@
 -- (`large`, 1 or 0), read first, as arguments.
 -- A member of a large conversation catches up on use from then on, from
 -- the start of its log (what is at or below the cursor counts for nothing).
+-- Who joins one that is not large yet is recorded for the message that
+-- makes it large (record_joiners; on Redis Cluster the head's read records
+-- every member, head.lua).
 -- Reply: how many members' state changed.
 local K, A, members = declare {
-  keys = {'head', 'group'},
+  keys = {'head', 'group', 'joined'},
   args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'logs',
           'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
@@ -69,6 +72,11 @@ local function join_member(m)
   return true
 end
 
+if K and not large then
+  local users = {}
+  for i, m in ipairs(members) do users[i] = m.user end
+  record_joiners(K, users)
+end
 local changed = 0
 for _, m in ipairs(members) do
   catch_up(m, A.max_conversations, max_kept)

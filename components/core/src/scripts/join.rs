@@ -27,7 +27,7 @@ impl Script for Join<'_> {
 
     fn encode(&self, call: &mut Call) {
         let keys = ConversationKeys::new(self.members.tenant, self.conversation);
-        keys.encode_only(call, &["head", "group"]);
+        keys.encode_only(call, &["head", "group", "joined"]);
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("max_conversations", self.max_conversations);

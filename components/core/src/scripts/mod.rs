@@ -2,6 +2,7 @@
 //! [`crate::script`] for the convention). Call sites build these values;
 //! nothing else encodes a script's keys and arguments or reads its reply.
 
+mod adopt;
 mod badge;
 mod category_inventory;
 mod clear_category;
@@ -26,6 +27,7 @@ mod touch;
 mod versions;
 mod walk_users;
 
+pub use adopt::Adopt;
 pub use badge::Badge;
 pub use category_inventory::{CategoryInventory, Inventory};
 pub use clear_category::{ClearCategory, Clearing};

@@ -34,7 +34,9 @@
 -- zset, the log of its recalls (`r<seq>`) and @all mentions (`a<seq>`)
 -- scored by a counter, and the counter itself as `#`, moved by every
 -- message and entry (the log keeps the newest LOG_ENTRIES, and as `~` the
--- counter of the newest entry it dropped).
+-- counter of the newest entry it dropped). joined, while the conversation
+-- is not large: who joined it in the last JOINERS_SECONDS (a zset scored by
+-- the time), for the message that makes it large (record_joiners).
 --
 -- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
@@ -46,7 +48,7 @@
 -- goes back to Redis is formatted with int().
 
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta', 'groups'}
-local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group'}
+local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group', 'joined'}
 
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
@@ -692,8 +694,10 @@ local rebuilds_from_truth = false
 -- The log's counter: what moved it (messages and entries); nil when the
 -- conversation is not large.
 local function log_counter(group)
+  -- ZSCORE of no member gives false: the counter is nil then, as said.
   local counter = redis.call('ZSCORE', group, '#')
-  return counter and tonumber(counter)
+  if not counter then return nil end
+  return tonumber(counter)
 end
 
 -- Every log's counter is also kept in its tenant's clocks (CLOCK_BUCKETS
@@ -768,6 +772,33 @@ local function make_large(conv, group)
   local made = redis.call('ZADD', group, 'NX', 0, '#') == 1
   if made then set_clock(conv, 0) end
   return made
+end
+
+-- Who joined a conversation that is not large yet is kept for a while in
+-- its `joined` zset (by the time they joined, the newest JOINERS_KEPT): the
+-- app may have built the message that makes it large before they joined,
+-- and that message, not naming them, would leave them out of its log.
+-- The message that makes it large takes them (take_joiners) and the caller
+-- makes each who still has the conversation a member of the log.
+local JOINERS_KEPT, JOINERS_SECONDS = 1000, 3600
+
+-- Records `users` as joining conversation `K` (its `group` and `joined`
+-- keys), unless it is large already.
+local function record_joiners(K, users)
+  if #users == 0 or log_counter(K.group) then return end
+  local now = tonumber(redis.call('TIME')[1])
+  for _, user in ipairs(users) do redis.call('ZADD', K.joined, now, user) end
+  redis.call('ZREMRANGEBYSCORE', K.joined, '-inf', '(' .. int(now - JOINERS_SECONDS))
+  redis.call('ZREMRANGEBYRANK', K.joined, 0, -(JOINERS_KEPT + 1))
+  redis.call('EXPIRE', K.joined, JOINERS_SECONDS)
+end
+
+-- The users who joined conversation `K` lately (record_joiners), handed
+-- over once: the record goes.
+local function take_joiners(K)
+  local users = redis.call('ZRANGE', K.joined, 0, -1)
+  if #users > 0 then redis.call('DEL', K.joined) end
+  return users
 end
 
 -- Drops the log's oldest entry past LOG_ENTRIES, and scores TRIMMED by it.

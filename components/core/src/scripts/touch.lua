@@ -24,8 +24,10 @@
 -- again.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
--- was made by this message), n, n unanswerable users}, {'unvouched'} or
--- {'conflict', user ('' for the head), category}.
+-- was made by this message), n, n unanswerable users, j, j users who joined
+-- lately (record_joiners: the message that makes the conversation large
+-- hands them to the caller)}, {'unvouched'} or {'conflict', user ('' for
+-- the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
@@ -59,7 +61,7 @@ for i, m in ipairs(members) do
   end
   found[i] = {st = st, where = where}
 end
-if mode == 'check' then return {'ok', 0, '', 0, 0} end
+if mode == 'check' then return {'ok', 0, '', 0, 0, 0} end
 local wanted = take_logs(A, members)
 if wanted then return wanted end
 
@@ -79,9 +81,10 @@ if group and (counter or converts) then
   local held = head_category()
   if held ~= '' and held ~= category then return {'conflict', '', held} end
 end
-local fresh = false
+local fresh, joiners = false, {}
 if converts then
   fresh = make_large(conv, group)
+  if fresh then joiners = take_joiners(K) end
   counter = 0
 end
 local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
@@ -142,4 +145,6 @@ if counter and advanced then
 end
 local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, #unanswered}
 for _, user in ipairs(unanswered) do out[#out + 1] = user end
+out[#out + 1] = #joiners
+for _, user in ipairs(joiners) do out[#out + 1] = user end
 return out

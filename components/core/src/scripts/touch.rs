@@ -76,8 +76,10 @@ pub enum Touched {
     /// Applied to the members Redis can answer for; `unanswered` are left
     /// to the SQL store. `large`: the counter of a large conversation's log
     /// after the message (from the part that holds the head); `fresh`: the
-    /// message made the log (its counter starts over).
-    Done { applied: bool, large: Option<u64>, fresh: bool, unanswered: Vec<String> },
+    /// message made the log (its counter starts over); `joiners`: who
+    /// joined it lately while it was not large (handed over by the message
+    /// that made it large, which may not name them).
+    Done { applied: bool, large: Option<u64>, fresh: bool, unanswered: Vec<String>, joiners: Vec<String> },
     /// A member (none: the head) has the conversation in another category;
     /// nothing was written.
     Conflict { user: Option<String>, category: String },
@@ -145,7 +147,8 @@ impl Script for Touch<'_> {
                     n => Some(n.parse().map_err(|_| malformed())?),
                 };
                 let fresh = reply.flag()?;
-                Ok(Touched::Done { applied, large, fresh, unanswered: reply.texts()? })
+                let unanswered = reply.texts()?;
+                Ok(Touched::Done { applied, large, fresh, unanswered, joiners: reply.texts()? })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -157,18 +160,20 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut fresh, mut unanswered) = (false, None, false, Vec::new());
+        let (mut applied, mut large, mut fresh) = (false, None, false);
+        let (mut unanswered, mut joiners) = (Vec::new(), Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
                 refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
-                Touched::Done { applied: a, large: l, fresh: f, unanswered: u } => {
+                Touched::Done { applied: a, large: l, fresh: f, unanswered: u, joiners: j } => {
                     applied |= a;
                     large = large.or(l);
                     fresh |= f;
                     unanswered.extend(u);
+                    joiners.extend(j);
                 }
             }
         }
-        Ok(Touched::Done { applied, large, fresh, unanswered })
+        Ok(Touched::Done { applied, large, fresh, unanswered, joiners })
     }
 }
