@@ -76,7 +76,6 @@ impl Guest for Core {
         let store = sql::configured().await?;
         let threshold = config::large_group_threshold().await?;
         let mut members = roles(&message);
-        let named: std::collections::HashSet<String> = members.iter().map(|(user, _)| user.clone()).collect();
         let mut large_in_truth = false;
         if let Some(url) = &store {
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
@@ -125,7 +124,8 @@ impl Guest for Core {
                 // Who joined before the message that made the conversation
                 // large, and whom it does not name, joins its log too: from
                 // the truth with a SQL store, else by their state in Redis.
-                let joiners: Vec<String> = joiners.into_iter().filter(|user| !named.contains(user)).collect();
+                let named = |user: &String| message.members.contains(user) || message.sender.as_ref() == Some(user);
+                let joiners: Vec<String> = joiners.into_iter().filter(|user| !named(user)).collect();
                 if store.is_some() {
                     unanswered.extend(joiners);
                 } else if !joiners.is_empty() {
