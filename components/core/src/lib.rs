@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Adopt, Badge, ClockMove, HeadRead, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping,
-    Previews, ReadHead, Recall, Role, Touch, TouchMode, Touched,
+    Adopt, Badge, ClockMove, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping, Previews,
+    Recall, RecordJoiners, Role, Touch, TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -124,8 +124,14 @@ impl Guest for Core {
                 // Who joined before the message that made the conversation
                 // large, and whom it does not name, joins its log too: from
                 // the truth with a SQL store, else by their state in Redis.
-                let named = |user: &String| message.members.contains(user) || message.sender.as_ref() == Some(user);
-                let joiners: Vec<String> = joiners.into_iter().filter(|user| !named(user)).collect();
+                let joiners: Vec<String> = match joiners.is_empty() {
+                    true => joiners,
+                    false => {
+                        let named: std::collections::HashSet<String> =
+                            roles(&message).into_iter().map(|(user, _)| user).collect();
+                        joiners.into_iter().filter(|user| !named.contains(user)).collect()
+                    }
+                };
                 if store.is_some() {
                     unanswered.extend(joiners);
                 } else if !joiners.is_empty() {
@@ -247,14 +253,14 @@ impl Guest for Core {
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
         let users = once_each(members, None);
-        let read_head = ReadHead { tenant: &tenant, conversation: &conversation, users: &users };
+        let joining = RecordJoiners { tenant: &tenant, conversation: &conversation, users: &users };
         if let Some(url) = &store {
             let cursors: Vec<(String, String, u64)> =
                 users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::join_cursors(url, &tenant, &cursors).await?;
             // Recorded as joining, for a message that makes the
             // conversation large without naming them (see touch).
-            redis::run(&read_head).await?;
+            redis::run(&joining).await?;
             // The truth lists the conversation for its new members at once (it
             // has its last message): so does Redis, rebuilt from it.
             let rebuilt = reconcile::check(url, &tenant, &users, limits).await?;
@@ -262,11 +268,11 @@ impl Guest for Core {
         }
         // On a cluster, the members outside the head's slot take it from here.
         let head = match redis::is_cluster().await? {
-            true => redis::run(&read_head).await?,
-            false => HeadRead::default(),
+            true => Some(redis::run(&joining).await?),
+            false => None,
         };
         let join = Join {
-            head: &head,
+            head: head.as_ref(),
             conversation: &conversation,
             seq,
             max_conversations: limits.max_conversations,

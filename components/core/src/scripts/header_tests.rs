@@ -170,9 +170,9 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             max_conversations: 100,
             max_kept: 1000,
             members: members(),
-            head: &HeadRead::default(),
+            head: Some(&HeadRead::default()),
         }),
-        encoded(&ReadHead { tenant: "t", conversation: "c", users: &users }),
+        encoded(&RecordJoiners { tenant: "t", conversation: "c", users: &users }),
         encoded(&Adopt { conversation: "c", members: members() }),
         encoded(&Leave {
             conversation: "c",
@@ -304,7 +304,7 @@ fn the_scripts_that_span_slots_are_known() {
         [
             "dataset.lua",
             "forget_head.lua",
-            "head.lua",
+            "joining.lua",
             "list.lua",
             "mark_read.lua",
             "ping.lua",

@@ -11,12 +11,12 @@
 -- A member of a large conversation catches up on use from then on, from
 -- the start of its log (what is at or below the cursor counts for nothing).
 -- Who joins one that is not large yet is recorded for the message that
--- makes it large (record_joiners; on Redis Cluster the head's read records
--- every member, head.lua).
+-- makes it large (record_joiners), here unless the head's read recorded
+-- every member already (`recorded`, on Redis Cluster: joining.lua).
 -- Reply: how many members' state changed.
 local K, A, members = declare {
   keys = {'head', 'group', 'joined'},
-  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'logs',
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'recorded', 'logs',
           'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
@@ -72,7 +72,7 @@ local function join_member(m)
   return true
 end
 
-if K and not large then
+if K and not large and A.recorded ~= '1' then
   local users = {}
   for i, m in ipairs(members) do users[i] = m.user end
   record_joiners(K, users)

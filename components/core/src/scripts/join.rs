@@ -13,8 +13,9 @@ pub struct Join<'a> {
     pub max_kept: u32,
     pub members: Members<'a>,
     /// The head, read first on Redis Cluster for the members outside its
-    /// slot ([`super::ReadHead`]); empty elsewhere.
-    pub head: &'a HeadRead,
+    /// slot, as the joiners were recorded ([`super::RecordJoiners`]); none
+    /// elsewhere, where the script reads the head and records them itself.
+    pub head: Option<&'a HeadRead>,
 }
 
 impl Script for Join<'_> {
@@ -34,8 +35,10 @@ impl Script for Join<'_> {
         call.arg("max_kept", self.max_kept);
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.members.tenant));
-        call.arg("head", self.head.text.as_str());
-        call.arg("large", self.head.large);
+        let head = self.head.map_or("", |head| head.text.as_str());
+        call.arg("head", head);
+        call.arg("large", self.head.is_some_and(|head| head.large));
+        call.arg("recorded", self.head.is_some());
         call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }

@@ -1,12 +1,13 @@
-//! `head.lua`: a conversation's head as stored, and whether it is large,
-//! read as the users joining it are recorded.
+//! `joining.lua`: the users joining a conversation are recorded, and its
+//! head as stored, and whether it is large, read in the same step.
 
 use crate::Error;
 use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, Reply, Script, lua};
 
-/// Reads the head of `conversation`, which `users` join.
-pub struct ReadHead<'a> {
+/// Records `users` as joining `conversation` (while it is not large), and
+/// reads its head.
+pub struct RecordJoiners<'a> {
     pub tenant: &'a str,
     pub conversation: &'a str,
     pub users: &'a [String],
@@ -21,11 +22,11 @@ pub struct HeadRead {
     pub large: bool,
 }
 
-impl Script for ReadHead<'_> {
+impl Script for RecordJoiners<'_> {
     type Reply = HeadRead;
 
     fn lua() -> &'static Lua {
-        lua!("head.lua")
+        lua!("joining.lua")
     }
 
     fn encode(&self, call: &mut Call) {
