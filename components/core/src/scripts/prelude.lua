@@ -725,11 +725,11 @@ local function keeps_clocks()
   return clocks_prefix ~= ''
 end
 
--- The clock key that holds conversation `conv`'s counter. A member's
--- catch-up names one per large conversation, so the hash takes four bytes a
--- step (the same sum: below 2^53, and the modulo commutes), a third of the
--- time of one byte a step.
-local function clock_key(conv)
+-- Which of the tenant's clocks holds conversation `conv`'s counter. A
+-- member's catch-up asks this once per large conversation, so the hash takes
+-- four bytes a step (the same sum: below 2^53, and the modulo commutes), a
+-- third of the time of one byte a step.
+local function clock_bucket(conv)
   local hash, at, length, byte = 0, 1, #conv, string.byte
   while at + 3 <= length do
     local a, b, c, d = byte(conv, at, at + 3)
@@ -737,7 +737,12 @@ local function clock_key(conv)
     at = at + 4
   end
   for i = at, length do hash = (hash * 31 + byte(conv, i)) % 65521 end
-  return clock_keys[hash % CLOCK_BUCKETS]
+  return hash % CLOCK_BUCKETS
+end
+
+-- The clock key that holds conversation `conv`'s counter.
+local function clock_key(conv)
+  return clock_keys[clock_bucket(conv)]
 end
 
 -- The log of `conv` moved to `counter` (on one Redis, in the same step, so
@@ -749,21 +754,6 @@ end
 -- A deleted conversation leaves its clock.
 local function forget_clock(conv)
   if keeps_clocks() then redis.call('HDEL', clock_key(conv), conv) end
-end
-
--- The clocks of the conversations `groups` names (a user's HGETALL of its
--- groups), by conversation (nil where a clock holds none). Nil on Redis
--- Cluster, where the caller gave only the logs that moved.
-local function read_clocks(groups)
-  if not keeps_clocks() or #groups == 0 then return nil end
-  local keys, convs = {}, {}
-  for i = 1, #groups, 2 do
-    convs[#convs + 1] = groups[i]
-    keys[#keys + 1] = clock_key(groups[i])
-  end
-  local clocks = {}
-  for i, value in ipairs(hmget_each(keys, convs)) do clocks[convs[i]] = value and tonumber(value) end
-  return clocks
 end
 
 -- Makes the conversation large (its log starts empty); returns whether it
@@ -1035,6 +1025,38 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   return changed
 end
 
+-- Which of a user's large conversations (`groups`, the HGETALL of its
+-- membership records) moved past where the member caught up, or have a
+-- clock that holds nothing: the index in `groups` of each, true. Nil on
+-- Redis Cluster, where the caller gave only the logs that moved. Every call
+-- of a member of many large conversations runs this over all of them, so
+-- it reads each clock key once (HMGET) with the names of its conversations
+-- in one pass, and compares the counters as the texts they are stored as.
+local function moved_groups(groups)
+  if not keeps_clocks() then return nil end
+  local names, at = {}, {}
+  for i = 1, #groups, 2 do
+    local bucket = clock_bucket(groups[i])
+    local these = names[bucket]
+    if not these then
+      these = {}
+      names[bucket], at[bucket] = these, {}
+    end
+    these[#these + 1] = groups[i]
+    at[bucket][#these] = i
+  end
+  local moved = {}
+  for bucket, these in pairs(names) do
+    local clocks = redis.call('HMGET', clock_keys[bucket], unpack(these))
+    for j, i in ipairs(at[bucket]) do
+      local clock, value = clocks[j], groups[i + 1]
+      -- The same text is the same counter (both written by int()).
+      if not clock or (clock ~= value and tonumber(clock) ~= membership_applied(value)) then moved[i] = true end
+    end
+  end
+  return moved
+end
+
 -- A large conversation's messages are written once, to its head and log;
 -- each member's state catches up when the member's keys are next used, by
 -- any call that reads or publishes them: then every number, badge and event
@@ -1047,11 +1069,10 @@ local function catch_up(u, max_conversations, max_kept, except)
   local changed = false
   local groups = redis.call('HGETALL', u.groups)
   -- A conversation whose clock says nothing came since costs no more.
-  local clocks = read_clocks(groups)
+  local stale = moved_groups(groups)
   for i = 1, #groups, 2 do
     local conv, value = groups[i], groups[i + 1]
-    local clock = clocks and clocks[conv]
-    if conv ~= except and not (clock and clock == membership_applied(value)) then
+    if conv ~= except and (not stale or stale[i]) then
       local moved, owed = catch_up_one(u, conv, value, tonumber(max_conversations), tonumber(max_kept))
       changed = changed or moved
       if owed then break end
