@@ -602,6 +602,47 @@ async fn a_member_who_joined_just_before_the_group_became_large_counts_its_messa
     }
 }
 
+/// A touch that makes the group large and is answered 503 before it made a
+/// member who joined just before a member of its log (here: that member's
+/// node hangs) hands that member over again when the app retries it, so the
+/// member counts the message once the retry is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_joiner_handed_over_by_a_touch_answered_503_is_handed_over_again_by_its_retry() {
+    let app = app_with_store(None, true).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let head = cluster.primary_of("un:v2:head:{acme:big}");
+    // A joiner whose keys live on another node than the head's.
+    let joiner = (0..)
+        .map(|i| format!("x{i}"))
+        .find(|user| !std::sync::Arc::ptr_eq(cluster.primary_of(&format!("un:v2:{{acme:{user}}}:conv")), head))
+        .unwrap();
+    let hung = cluster.primary_of(&format!("un:v2:{{acme:{joiner}}}:conv")).clone();
+    assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &["m0", "m1", "m2"])).await.status, 200);
+    assert_eq!(app.join("acme", "big", 1, &[joiner.as_str()]).await.status, 200);
+    let unread = |row: Option<Value>| row.and_then(|r| r["unread"].as_u64());
+    assert_eq!(unread(app.row("acme", &joiner, "big").await), Some(0), "after joining");
+    // The app built message 2 before the member joined: it does not name
+    // them, and makes the group large.
+    let second = message("acme", "big", 2, 1_002, "m0", &["m0", "m1", "m2", "m3"]);
+    hung.pause();
+    let answer = app.touch(second.clone()).await;
+    hung.resume();
+    assert_eq!(answer.status, 503, "{:?}", answer.body);
+    cluster.wait_until_settled();
+    assert!(is_large(&app), "the head took the message before the touch failed");
+    // The app retries a touch answered 503.
+    let answer = app.touch(second).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(unread(app.row("acme", &joiner, "big").await), Some(1), "the joiner counts message 2");
+    assert_eq!(app.badge("acme", &joiner).await.body["total"], 1);
+    assert!(
+        !app.redis.keys().iter().any(|key| key.ends_with(":joined")),
+        "the joiner is forgotten as one once a member of the log"
+    );
+    assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
+    assert_eq!(app.badge("acme", &joiner).await.body["total"], 2, "and counts the next one");
+}
+
 /// On a cluster, a touch whose members are each in many large conversations
 /// reads each of those conversations' logs once for all of them (not once
 /// per member), and every member's badge counts them all.

@@ -394,6 +394,21 @@ impl RedisCluster {
             .collect()
     }
 
+    /// The primary that serves `key`'s hash slot now.
+    pub fn primary_of(&self, key: &str) -> &std::sync::Arc<RedisServer> {
+        let slot: u16 = self.nodes[0].command(&["CLUSTER", "KEYSLOT", key]);
+        let nodes: String = self.nodes[0].command(&["CLUSTER", "NODES"]);
+        let serves = |line: &str| {
+            line.split_whitespace().skip(8).any(|range| {
+                let (low, high) = range.split_once('-').unwrap_or((range, range));
+                matches!((low.parse::<u16>(), high.parse::<u16>()), (Ok(low), Ok(high)) if (low..=high).contains(&slot))
+            })
+        };
+        let line = nodes.lines().find(|line| line.contains("master") && serves(line)).expect("a primary serves it");
+        let address = line.split_whitespace().nth(1).unwrap();
+        self.nodes.iter().find(|node| address.starts_with(&format!("127.0.0.1:{}@", node.port))).unwrap()
+    }
+
     /// A node's cluster id.
     pub fn id(&self, node: &RedisServer) -> String {
         node.command(&["CLUSTER", "MYID"])

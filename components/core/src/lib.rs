@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Adopt, Badge, ClockMove, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping, Previews,
-    Recall, RecordJoiners, Role, Touch, TouchMode, Touched,
+    Adopt, Badge, ClockMove, ForgetJoiners, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping,
+    Previews, Recall, RecordJoiners, Role, Touch, TouchMode, Touched,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -124,21 +124,24 @@ impl Guest for Core {
                 // Who joined before the message that made the conversation
                 // large, and whom it does not name, joins its log too: from
                 // the truth with a SQL store, else by their state in Redis.
-                let joiners: Vec<String> = match joiners.is_empty() {
-                    true => joiners,
-                    false => {
-                        let named: std::collections::HashSet<String> =
-                            roles(&message).into_iter().map(|(user, _)| user).collect();
-                        joiners.into_iter().filter(|user| !named.contains(user)).collect()
-                    }
+                // Then they are forgotten as joiners; until then every
+                // message hands them over again (joining twice is joining).
+                let named: std::collections::HashSet<String> = match joiners.is_empty() {
+                    true => Default::default(),
+                    false => roles(&message).into_iter().map(|(user, _)| user).collect(),
                 };
+                let adopted: Vec<String> = joiners.iter().filter(|user| !named.contains(*user)).cloned().collect();
                 if store.is_some() {
-                    unanswered.extend(joiners);
-                } else if !joiners.is_empty() {
-                    let members = Members { tenant: &message.tenant, users: &joiners };
+                    unanswered.extend(adopted);
+                } else if !adopted.is_empty() {
+                    let members = Members { tenant: &message.tenant, users: &adopted };
                     redis::run(&Adopt { conversation: &message.conversation, members }).await?;
                 }
                 answer_from_truth(&store, &message.tenant, &unanswered, limits).await?;
+                if !joiners.is_empty() {
+                    let (tenant, conversation) = (&message.tenant, &message.conversation);
+                    redis::run(&ForgetJoiners { tenant, conversation, users: &joiners }).await?;
+                }
                 Ok(applied)
             }
         }

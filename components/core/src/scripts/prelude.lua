@@ -768,8 +768,10 @@ end
 -- its `joined` zset (by the time they joined, the newest JOINERS_KEPT): the
 -- app may have built the message that makes it large before they joined,
 -- and that message, not naming them, would leave them out of its log.
--- The message that makes it large takes them (take_joiners) and the caller
--- makes each who still has the conversation a member of the log.
+-- Every message of the large conversation hands them to the caller
+-- (recorded_joiners), which makes each who still has the conversation a
+-- member of the log and then forgets them (forget_joiners.lua): a touch
+-- answered 503 in between hands them over again when the app retries it.
 local JOINERS_KEPT, JOINERS_SECONDS = 1000, 3600
 
 -- Records `users` as joining conversation `K` (its `group` and `joined`
@@ -783,12 +785,10 @@ local function record_joiners(K, users)
   redis.call('EXPIRE', K.joined, JOINERS_SECONDS)
 end
 
--- The users who joined conversation `K` lately (record_joiners), handed
--- over once: the record goes.
-local function take_joiners(K)
-  local users = redis.call('ZRANGE', K.joined, 0, -1)
-  if #users > 0 then redis.call('DEL', K.joined) end
-  return users
+-- The users recorded as joining conversation `K` lately (record_joiners)
+-- and not yet forgotten by the caller that made them members of its log.
+local function recorded_joiners(K)
+  return redis.call('ZRANGE', K.joined, 0, -1)
 end
 
 -- Drops the log's oldest entry past LOG_ENTRIES, and scores TRIMMED by it.

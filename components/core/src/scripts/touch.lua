@@ -25,8 +25,8 @@
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
 -- was made by this message), n, n unanswerable users, j, j users who joined
--- lately (record_joiners: the message that makes the conversation large
--- hands them to the caller)}, {'unvouched'} or {'conflict', user ('' for
+-- lately (record_joiners: every message of the large conversation hands
+-- them to the caller until it forgets them)}, {'unvouched'} or {'conflict', user ('' for
 -- the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
@@ -84,9 +84,9 @@ end
 local fresh, joiners = false, {}
 if converts then
   fresh = make_large(conv, group)
-  if fresh then joiners = take_joiners(K) end
   counter = 0
 end
+if group and counter then joiners = recorded_joiners(K) end
 local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
 if group and counter then
   if A.mention_all == '1' and log_entry(conv, group, 'a', seq) then

@@ -77,8 +77,10 @@ pub enum Touched {
     /// to the SQL store. `large`: the counter of a large conversation's log
     /// after the message (from the part that holds the head); `fresh`: the
     /// message made the log (its counter starts over); `joiners`: who
-    /// joined it lately while it was not large (handed over by the message
-    /// that made it large, which may not name them).
+    /// joined it lately while it was not large (the message that made it
+    /// large may not name them), handed over by every message of the large
+    /// conversation until the caller forgets them
+    /// ([`super::ForgetJoiners`]).
     Done { applied: bool, large: Option<u64>, fresh: bool, unanswered: Vec<String>, joiners: Vec<String> },
     /// A member (none: the head) has the conversation in another category;
     /// nothing was written.
