@@ -1028,12 +1028,13 @@ end
 -- Which of a user's large conversations (`groups`, the HGETALL of its
 -- membership records) moved past where the member caught up, or have a
 -- clock that holds nothing: the index in `groups` of each, true. Nil on
--- Redis Cluster, where the caller gave only the logs that moved. Every call
--- of a member of many large conversations runs this over all of them, so
--- it reads each clock key once (HMGET) with the names of its conversations
--- in one pass, and compares the counters as the texts they are stored as.
+-- Redis Cluster, where the caller gave only the logs that moved, and for a
+-- user in none (every touch asks for each member). Every call of a member
+-- of many large conversations runs this over all of them, so it reads each
+-- clock key once (HMGET) with the names of its conversations in one pass,
+-- and compares the counters as the texts they are stored as.
 local function moved_groups(groups)
-  if not keeps_clocks() then return nil end
+  if not keeps_clocks() or #groups == 0 then return nil end
   local names, at = {}, {}
   for i = 1, #groups, 2 do
     local bucket = clock_bucket(groups[i])
