@@ -602,6 +602,32 @@ async fn a_member_who_joined_just_before_the_group_became_large_counts_its_messa
     }
 }
 
+/// A member who joined and left again before the group became large, and
+/// whose keys then went (idle long enough to expire; the tombstone of the
+/// leave with them), does not get the conversation back from the message
+/// that makes it large: leaving forgot them as a joiner. Cache-only, where
+/// nothing but Redis says who left; on one Redis and on a cluster.
+#[tokio::test]
+async fn a_joiner_who_left_and_whose_keys_expired_is_not_brought_back_by_the_group_growing_large() {
+    for cluster in [false, true] {
+        let app = app_with_store(None, cluster).await;
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &["m0", "m1", "m2"])).await.status, 200);
+        assert_eq!(app.join("acme", "big", 1, &["x", "y"]).await.status, 200, "cluster {cluster}");
+        assert_eq!(app.leave("acme", "big", &["y"]).await.status, 200, "cluster {cluster}");
+        // y stays away until its keys expire, the leave's tombstone too.
+        app.redis.delete_keys("un:v2:{acme:y}:");
+        assert!(!app.redis.keys().iter().any(|key| key.contains("{acme:y}")), "cluster {cluster}");
+        // The app built message 2 before x and y joined: it names neither.
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0", "m1", "m2", "m3"])).await.status, 200);
+        assert!(is_large(&app), "cluster {cluster}");
+        assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
+        let unread = |row: Option<Value>| row.and_then(|r| r["unread"].as_u64());
+        assert_eq!(unread(app.row("acme", "x", "big").await), Some(2), "cluster {cluster}: x, who stayed");
+        assert_eq!(app.row("acme", "y", "big").await, None, "cluster {cluster}: y left");
+        assert_eq!(app.badge("acme", "y").await.body["total"], 0, "cluster {cluster}: y");
+    }
+}
+
 /// A touch that makes the group large and is answered 503 before it made a
 /// member who joined just before a member of its log (here: that member's
 /// node hangs) hands that member over again when the app retries it, so the

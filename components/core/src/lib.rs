@@ -402,6 +402,11 @@ async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Erro
 /// The members' state of a conversation goes (left, or deleted).
 async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: &[String]) -> Result<u32, Error> {
     let limits = Limits::read().await?;
+    // Forgotten as joiners first: else the message that makes the
+    // conversation large would adopt one whose tombstone has gone (idle
+    // keys expired, or evicted by newer ones) and give it back the
+    // conversation. A retry after a 503 redoes both steps.
+    redis::run(&ForgetJoiners { tenant, conversation, users }).await?;
     let leave = Leave {
         conversation,
         max_conversations: limits.max_conversations,

@@ -1,7 +1,7 @@
 -- Users who joined a conversation before the message that made it large,
 -- handed to the caller by its messages (recorded_joiners), are members of
--- its log now: the record forgets them, so later messages hand them over
--- no more.
+-- its log now, or left it: the record forgets them, so later messages hand
+-- them over no more.
 -- `users`: one per line (identifiers hold no control characters).
 -- Reply: how many were forgotten.
 local K, A = declare {keys = {'joined'}, args = {'users'}}

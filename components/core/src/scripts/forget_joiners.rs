@@ -1,5 +1,6 @@
 //! `forget_joiners.lua`: the users a large conversation's messages handed
-//! over as joiners are forgotten once they are members of its log.
+//! over as joiners are forgotten once they are members of its log, or
+//! when they leave it.
 
 use crate::Error;
 use crate::keys::ConversationKeys;

@@ -772,6 +772,7 @@ end
 -- (recorded_joiners), which makes each who still has the conversation a
 -- member of the log and then forgets them (forget_joiners.lua): a touch
 -- answered 503 in between hands them over again when the app retries it.
+-- A joiner who leaves is forgotten by the leave, before its state goes.
 local JOINERS_KEPT, JOINERS_SECONDS = 1000, 3600
 
 -- Records `users` as joining conversation `K` (its `group` and `joined`
