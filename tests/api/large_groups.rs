@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 
 use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
+use rand::seq::{IndexedRandom, IteratorRandom};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
@@ -128,8 +128,9 @@ async fn members_of_a_large_group_on_a_cluster_see_what_writing_every_member_sho
 
 /// A seeded random history on a group that grows past the threshold
 /// halfway, on two apps: one writing every member, one with read diffusion.
-/// After every step a few members, and at the end every member, see the
-/// same rows, numbers, previews and badges on both.
+/// Members join, leave, come back, and some who left go idle until their
+/// keys expire. After every step a few members, and at the end every
+/// member, see the same rows, numbers, previews and badges on both.
 async fn side_by_side(cluster: bool) {
     let seed: u64 = std::env::var("UNREAD_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -154,7 +155,18 @@ async fn side_by_side(cluster: bool) {
             let last = pair.last;
             pair.both(async |app| app.join("acme", "big", last, &names).await.status).await;
             pair.members.extend(joining);
+            // And one came and went just before, and was idle long enough
+            // for its keys to expire: the crossing message does not bring
+            // it back.
+            pair.both(async |app| app.join("acme", "big", last, &["passer"]).await.status).await;
+            pair.both(async |app| app.leave("acme", "big", &["passer"]).await.status).await;
+            for app in [&pair.every, &pair.large] {
+                app.redis.delete_keys("un:v2:{acme:passer}:");
+            }
+            pair.left.insert("passer".into());
             pair.message("m1", &[], false).await;
+            let (every, large) = tokio::join!(seen(&pair.every, "passer"), seen(&pair.large, "passer"));
+            assert_eq!(every, large, "seed {seed}: the one who came and went is back with read diffusion");
             assert!(pair.crossed && is_large(&pair.large), "the group did not become large");
         }
         let members: Vec<String> = pair.members.iter().cloned().collect();
@@ -202,6 +214,16 @@ async fn side_by_side(cluster: bool) {
                 pair.left.remove(&newcomer);
                 pair.members.insert(newcomer.clone());
                 involved.push(newcomer);
+            }
+            82..86 if !pair.left.is_empty() => {
+                // One who left stays away until its keys expire (the leave's
+                // tombstone with them): it sees nothing on either app, and
+                // the group growing large does not bring it back.
+                let gone = pair.left.iter().choose(&mut rng).unwrap().clone();
+                for app in [&pair.every, &pair.large] {
+                    app.redis.delete_keys(&format!("un:v2:{{acme:{gone}}}:"));
+                }
+                involved.push(gone);
             }
             _ => {
                 // A few members talk to many: their lists overflow, and the
