@@ -161,7 +161,7 @@ async fn side_by_side(cluster: bool) {
             pair.both(async |app| app.join("acme", "big", last, &["passer"]).await.status).await;
             pair.both(async |app| app.leave("acme", "big", &["passer"]).await.status).await;
             for app in [&pair.every, &pair.large] {
-                app.redis.delete_keys("un:v2:{acme:passer}:");
+                app.redis.expire_user("acme", "passer");
             }
             pair.left.insert("passer".into());
             pair.message("m1", &[], false).await;
@@ -221,7 +221,7 @@ async fn side_by_side(cluster: bool) {
                 // the group growing large does not bring it back.
                 let gone = pair.left.iter().choose(&mut rng).unwrap().clone();
                 for app in [&pair.every, &pair.large] {
-                    app.redis.delete_keys(&format!("un:v2:{{acme:{gone}}}:"));
+                    app.redis.expire_user("acme", &gone);
                 }
                 involved.push(gone);
             }
@@ -637,7 +637,7 @@ async fn a_joiner_who_left_and_whose_keys_expired_is_not_brought_back_by_the_gro
         assert_eq!(app.join("acme", "big", 1, &["x", "y"]).await.status, 200, "cluster {cluster}");
         assert_eq!(app.leave("acme", "big", &["y"]).await.status, 200, "cluster {cluster}");
         // y stays away until its keys expire, the leave's tombstone too.
-        app.redis.delete_keys("un:v2:{acme:y}:");
+        app.redis.expire_user("acme", "y");
         assert!(!app.redis.keys().iter().any(|key| key.contains("{acme:y}")), "cluster {cluster}");
         // The app built message 2 before x and y joined: it names neither.
         assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0", "m1", "m2", "m3"])).await.status, 200);

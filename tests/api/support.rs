@@ -852,6 +852,11 @@ impl PartialEq for StoredKey {
     }
 }
 
+/// The beginning of every key of one user's state.
+fn user_prefix(tenant: &str, user: &str) -> String {
+    format!("un:v2:{{{}:{}}}:", escaped(tenant), escaped(user))
+}
+
 /// Every key with what it holds, by name.
 pub type KeySpace = std::collections::BTreeMap<String, StoredKey>;
 
@@ -865,7 +870,13 @@ impl RedisServer {
     /// The keys of one user (`un:v2:{T:U}:*`) with what they hold.
     pub fn user_key_space(&self, tenant: &str, user: &str) -> KeySpace {
         // Escaped, identifiers hold no glob character.
-        self.key_space_matching(&format!("un:v2:{{{}:{}}}:*", escaped(tenant), escaped(user)))
+        self.key_space_matching(&format!("{}*", user_prefix(tenant, user)))
+    }
+
+    /// What Redis does to a user idle past the keys' time to live: every
+    /// key of the user goes (tombstones of conversations left with them).
+    pub fn expire_user(&self, tenant: &str, user: &str) {
+        self.delete_keys(&user_prefix(tenant, user));
     }
 
     fn key_space_matching(&self, pattern: &str) -> KeySpace {
