@@ -33,9 +33,10 @@ use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResu
 
 use crate::Error;
 use crate::cached::timed;
+use crate::keys::{clock_in, slot};
 use crate::redis::{eval, params, unavailable};
-use crate::script::{Lua, Part, PartReply, Reply, Script};
-use crate::scripts::{GroupLogs, NO_LOGS_YET, ReadClocks, WantedLog, logs_wanted};
+use crate::script::{Call, Lua, Part, PartReply, Reply, Script, malformed};
+use crate::scripts::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -183,28 +184,42 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     }
     // The clocks live in other slots: this client keeps them (see give_logs).
     let clocks = call.clocks_at().map(|at| std::mem::take(&mut call.args[at]));
+    let conversations = call.conversations().map(<[u8]>::to_vec);
     let mut parts = call.parts()?;
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
     let mut replies = Vec::with_capacity(parts.len());
-    for reply in all(parts.iter().map(|part| run_part(lua, part, until))).await {
+    for reply in all(parts.iter().map(|part| run_part(Sent::Script(lua), part, until))).await {
         replies.push(reply?);
     }
     if let Some(at) = logs_at {
-        let clocks = clocks.as_deref().and_then(|c| std::str::from_utf8(c).ok()).unwrap_or_default();
-        give_logs(lua, &mut parts, &mut replies, at, clocks, until).await?;
+        let names = Names { clocks: text_of(&clocks), conversations: text_of(&conversations) };
+        give_logs(lua, &mut parts, &mut replies, at, &names, until).await?;
     }
     let done =
         parts.into_iter().zip(replies).map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
     script.merge(done.collect())
 }
 
+/// A fixed argument as text ('' if none).
+fn text_of(arg: &Option<Vec<u8>>) -> &str {
+    arg.as_deref().and_then(|a| std::str::from_utf8(a).ok()).unwrap_or_default()
+}
+
 /// A cluster call made while running another (boxed: [`run`] calls itself).
 type Nested<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + 'a>>;
 
+/// How the names of a call's tenant's keys begin: its clocks
+/// ([`crate::keys::clocks_prefix`]) and its conversations
+/// ([`crate::keys::conversations_prefix`]).
+struct Names<'a> {
+    clocks: &'a str,
+    conversations: &'a str,
+}
+
 /// The parts whose users are members of large conversations (whose heads
 /// and logs live in other slots) asked for those first, writing nothing:
-/// the conversations' clocks (named from `clocks`) are read, every log
+/// the conversations' clocks (named from `names`) are read, every log
 /// whose clock moved past how far the users caught up is read once, from
 /// its own slot, and those parts run again with theirs (see `take_logs` in
 /// `prelude.lua`; a log not given has nothing new for them).
@@ -213,7 +228,7 @@ async fn give_logs(
     parts: &mut [Part],
     replies: &mut [Vec<RedisResult>],
     at: usize,
-    clocks: &str,
+    names: &Names<'_>,
     until: Instant,
 ) -> Result<(), Error> {
     let mut asked: Vec<(usize, Vec<WantedLog>)> = Vec::new();
@@ -229,33 +244,32 @@ async fn give_logs(
     let mut union: Vec<WantedLog> = Vec::new();
     let mut position: HashMap<String, usize> = HashMap::new();
     for wanted in asked.iter().flat_map(|(_, wanted)| wanted) {
-        match position.get(&wanted.group) {
+        match position.get(&wanted.conversation) {
             Some(&at) => union[at].after = union[at].after.min(wanted.after),
             None => {
-                position.insert(wanted.group.clone(), union.len());
+                position.insert(wanted.conversation.clone(), union.len());
                 union.push(wanted.clone());
             }
         }
     }
     // Only the logs that moved (or whose clock holds nothing) are read.
-    // Boxed: reading the clocks and the logs runs scripts on the cluster too.
-    let read_clocks = ReadClocks { clocks, conversations: union.iter().map(|w| w.conversation.as_str()).collect() };
-    let read: Nested<'_, Vec<Option<u64>>> = Box::pin(run(&read_clocks));
-    let counters = read.await?;
+    let conversations: Vec<&str> = union.iter().map(|w| w.conversation.as_str()).collect();
+    let counters = read_clocks(names.clocks, &conversations, until).await?;
     let moved: Vec<WantedLog> =
         union.iter().zip(counters).filter(|(w, counter)| *counter != Some(w.after)).map(|(w, _)| w.clone()).collect();
     let mut lines: HashMap<String, String> = HashMap::new();
     if !moved.is_empty() {
-        let logs = GroupLogs { wanted: &moved };
+        let logs = GroupLogs { conversations: names.conversations, wanted: &moved };
+        // Boxed: reading the logs runs scripts on the cluster too.
         let read: Nested<'_, Vec<String>> = Box::pin(run(&logs));
-        lines = moved.iter().map(|w| w.group.clone()).zip(read.await?).collect();
+        lines = moved.iter().map(|w| w.conversation.clone()).zip(read.await?).collect();
     }
     for (index, wanted) in &asked {
-        let given = wanted.iter().filter_map(|w| lines.get(&w.group).cloned()).collect();
+        let given = wanted.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
         parts[*index].call.args[at] = GroupLogs::argument(given);
     }
     let parts = &*parts;
-    let again = all(asked.iter().map(|(index, _)| run_part(lua, &parts[*index], until))).await;
+    let again = all(asked.iter().map(|(index, _)| run_part(Sent::Script(lua), &parts[*index], until))).await;
     for ((index, _), values) in asked.iter().zip(again) {
         let values = values?;
         if logs_wanted(&values)?.is_some() {
@@ -264,6 +278,46 @@ async fn give_logs(
         replies[*index] = values;
     }
     Ok(())
+}
+
+/// The log counters of large `conversations` as their clocks (named from
+/// `clocks`, the tenant's clock prefix) hold them; none where a clock holds
+/// nothing. One plain `HMGET` per clock key, all at once: a script per key
+/// cost Redis some fifteen times the command (its text run anew, its
+/// arguments named), and a member of many large conversations reads all 16
+/// keys on every call.
+async fn read_clocks(clocks: &str, conversations: &[&str], until: Instant) -> Result<Vec<Option<u64>>, Error> {
+    let mut parts: Vec<Part> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for (index, conversation) in conversations.iter().enumerate() {
+        let key = clock_in(clocks, conversation);
+        let at = *by_key.entry(key.clone()).or_insert_with(|| {
+            let mut call = Call::default();
+            call.keys.push(key.clone());
+            parts.push(Part { slot: Some(slot(&key)), with_fixed_keys: false, items: Vec::new(), call });
+            parts.len() - 1
+        });
+        parts[at].items.push(index);
+        parts[at].call.args.push(conversation.as_bytes().to_vec());
+    }
+    let mut counters = vec![None; conversations.len()];
+    let replies = all(parts.iter().map(|part| run_part(Sent::Command("HMGET"), part, until))).await;
+    for (part, values) in parts.iter().zip(replies) {
+        let values = values?;
+        if values.len() != part.items.len() {
+            return Err(malformed());
+        }
+        for (&index, value) in part.items.iter().zip(values) {
+            counters[index] = match value {
+                RedisResult::Nil => None,
+                RedisResult::Binary(text) => {
+                    Some(std::str::from_utf8(&text).ok().and_then(|t| t.parse().ok()).ok_or_else(malformed)?)
+                }
+                _ => return Err(malformed()),
+            };
+        }
+    }
+    Ok(counters)
 }
 
 /// Runs a script without keys on the `index`th primary (sorted by
@@ -279,27 +333,76 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     let until = Instant::now() + S::DEADLINE;
     let params = params(&call.keys, &call.args);
     let values = deadline(until, async {
-        let connection = connection(&node).await.map_err(|e| unavailable(S::lua(), &e.to_string()))?;
+        let connection = connection(&node).await.map_err(|e| unavailable(S::lua().file, &e.to_string()))?;
         eval(&connection, S::lua(), &params, false).await.map_err(|e| {
             forget(&node);
-            unavailable(S::lua(), &e.to_string())
+            unavailable(S::lua().file, &e.to_string())
         })
     })
     .await?;
     Ok((script.decode(&mut Reply::new(values))?, map.primaries.len()))
 }
 
+/// What a part sends to its node.
+#[derive(Clone, Copy)]
+enum Sent {
+    /// A script: `EVALSHA`, and `EVAL` once after `NOSCRIPT`.
+    Script(&'static Lua),
+    /// One plain read command, its keys and then its arguments: what this
+    /// client reads for itself where no step needs to be atomic.
+    Command(&'static str),
+}
+
+impl Sent {
+    /// What the log names when the part fails.
+    fn name(self) -> &'static str {
+        match self {
+            Sent::Script(lua) => lua.file,
+            Sent::Command(command) => command,
+        }
+    }
+
+    /// The parameters of `call` as this sends them.
+    fn params(self, call: &Call) -> Vec<RedisParameter> {
+        match self {
+            Sent::Script(_) => params(&call.keys, &call.args),
+            Sent::Command(_) => {
+                let keys = call.keys.iter().map(|key| key.as_bytes().to_vec());
+                keys.chain(call.args.iter().cloned()).map(RedisParameter::Binary).collect()
+            }
+        }
+    }
+
+    /// Sends it on `connection` (after `ASKING`, if `asking`).
+    async fn send(
+        self,
+        connection: &Connection,
+        params: &[RedisParameter],
+        asking: bool,
+    ) -> Result<Vec<RedisResult>, RedisError> {
+        match self {
+            Sent::Script(lua) => eval(connection, lua, params, asking).await,
+            Sent::Command(command) => {
+                if asking {
+                    connection.execute("ASKING", Vec::new()).await?;
+                }
+                connection.execute(command, params.to_vec()).await
+            }
+        }
+    }
+}
+
 /// One part, to its slot's node, following redirects.
-async fn run_part(lua: &'static Lua, part: &Part, until: Instant) -> Result<Vec<RedisResult>, Error> {
-    let params = params(&part.call.keys, &part.call.args);
+async fn run_part(sent: Sent, part: &Part, until: Instant) -> Result<Vec<RedisResult>, Error> {
+    let params = sent.params(&part.call);
     deadline(until, async {
         // Where a redirect sent the part: (node, with ASKING).
         let mut sent_to: Option<(String, bool)> = None;
         let mut last_error = String::new();
         for _ in 0..MAX_ATTEMPTS {
             let outcome = match sent_to.take() {
-                Some((node, true)) => asking(&node, lua, &params).await,
-                Some((node, false)) => on_node(&node, lua, &params).await,
+                Some((node, true)) => asking(&node, sent, &params).await,
+                Some((node, false)) => on_node(&node, sent, &params).await,
                 None => {
                     let map = map().await.map_err(|e| e.to_string());
                     let node = map.and_then(|map| match part.slot {
@@ -307,7 +410,7 @@ async fn run_part(lua: &'static Lua, part: &Part, until: Instant) -> Result<Vec<
                         None => map.primaries.first().cloned().ok_or_else(|| "no primary".to_string()),
                     });
                     match node {
-                        Ok(node) => on_node(&node, lua, &params).await,
+                        Ok(node) => on_node(&node, sent, &params).await,
                         Err(reason) => Err(Failure::Down(reason)),
                     }
                 }
@@ -328,7 +431,7 @@ async fn run_part(lua: &'static Lua, part: &Part, until: Instant) -> Result<Vec<
                         last_error = text;
                         spin_sdk::time::sleep(RETRY_WAIT).await;
                     }
-                    None => return Err(unavailable(lua, &text)),
+                    None => return Err(unavailable(sent.name(), &text)),
                 },
                 Err(Failure::Down(reason)) => {
                     last_error = reason;
@@ -337,7 +440,7 @@ async fn run_part(lua: &'static Lua, part: &Part, until: Instant) -> Result<Vec<
                 }
             }
         }
-        Err(unavailable(lua, &format!("gave up after {MAX_ATTEMPTS} attempts: {last_error}")))
+        Err(unavailable(sent.name(), &format!("gave up after {MAX_ATTEMPTS} attempts: {last_error}")))
     })
     .await
 }
@@ -350,11 +453,11 @@ enum Failure {
     Down(String),
 }
 
-/// Runs the script on `node`'s connection. A connection that failed is
+/// Sends the part on `node`'s connection. A connection that failed is
 /// dropped, so the next attempt opens another.
-async fn on_node(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
+async fn on_node(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let connection = connection(node).await.map_err(|e| Failure::Down(e.to_string()))?;
-    match eval(&connection, lua, params, false).await {
+    match sent.send(&connection, params, false).await {
         Ok(values) => Ok(values),
         Err(RedisError::Other(text)) if redirect(&text).is_some() || !is_connection_error(&text) => {
             Err(Failure::Script(text))
@@ -366,12 +469,12 @@ async fn on_node(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec
     }
 }
 
-/// `ASKING`, then the script, on a connection of its own (see the module
+/// `ASKING`, then the part, on a connection of its own (see the module
 /// doc).
-async fn asking(node: &str, lua: &Lua, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
+async fn asking(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let url = node_url(&seed_url().await.map_err(|e| Failure::Down(format!("{e:?}")))?, node);
     let connection = Connection::open(&url).await.map_err(|e| Failure::Down(e.to_string()))?;
-    eval(&connection, lua, params, true).await.map_err(|e| match e {
+    sent.send(&connection, params, true).await.map_err(|e| match e {
         RedisError::Other(text) => Failure::Script(text),
         other => Failure::Down(other.to_string()),
     })

@@ -92,7 +92,13 @@ pub struct ConversationKeys {
 impl ConversationKeys {
     /// The keys of `conversation` of `tenant`.
     pub fn new(tenant: &str, conversation: &str) -> Self {
-        ConversationKeys { head: format!("{}{}}}", conversations_prefix(tenant), escape(conversation)) }
+        Self::under(&conversations_prefix(tenant), conversation)
+    }
+
+    /// The keys of `conversation`, named from its tenant's
+    /// [`conversations_prefix`].
+    pub fn under(prefix: &str, conversation: &str) -> Self {
+        ConversationKeys { head: format!("{prefix}{}}}", escape(conversation)) }
     }
 
     /// One of the conversation's keys, by its name in [`CONVERSATION_KEYS`].

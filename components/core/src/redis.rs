@@ -145,15 +145,15 @@ where
     let attempt = with_connection(slot, open, |connection| async move { eval(&connection, lua, params, false).await });
     let values = match within(slot, S::DEADLINE, attempt).await {
         Some(Ok(values)) => values,
-        Some(Err(e)) => return Err(unavailable(lua, &e.to_string())),
-        None => return Err(unavailable(lua, &format!("no answer within {} ms", S::DEADLINE.as_millis()))),
+        Some(Err(e)) => return Err(unavailable(lua.file, &e.to_string())),
+        None => return Err(unavailable(lua.file, &format!("no answer within {} ms", S::DEADLINE.as_millis()))),
     };
     script.decode(&mut Reply::new(values))
 }
 
-/// Redis could not run the script: logged with the script's name.
-pub(crate) fn unavailable(lua: &Lua, reason: &str) -> Error {
-    eprintln!("unread: error: redis: {}: {reason}", lua.file);
+/// Redis could not run the script (or command) `what`: logged with its name.
+pub(crate) fn unavailable(what: &str, reason: &str) -> Error {
+    eprintln!("unread: error: redis: {what}: {reason}");
     Error::Unavailable(format!("redis: {reason}"))
 }
 

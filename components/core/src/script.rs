@@ -266,11 +266,17 @@ impl Call {
     /// counters of `tenant`'s large conversations: how the names of the
     /// tenant's clock keys begin ([`crate::keys::clocks_prefix`]). On one
     /// Redis the script keeps the clocks itself; on Redis Cluster, where
-    /// they live in other slots, the cluster client blanks it and keeps them
-    /// ([`crate::scripts::ReadClocks`], [`crate::scripts::MoveClocks`]).
+    /// they live in other slots, the cluster client blanks it, reads them
+    /// itself (plain `HMGET`s) and moves them ([`crate::scripts::MoveClocks`]).
     pub fn clocks(&mut self, tenant: &str) {
         self.clocks_at = Some(self.args.len());
         self.arg("clocks", crate::keys::clocks_prefix(tenant));
+    }
+
+    /// The `conversations` argument (see [`Call::logs`]), if the script
+    /// takes one.
+    pub fn conversations(&self) -> Option<&[u8]> {
+        self.logs_at.map(|at| self.args[at + 1].as_slice())
     }
 
     /// The index of the `logs` argument, if the script takes one.

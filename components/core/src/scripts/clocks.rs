@@ -1,51 +1,11 @@
-//! `clocks.lua` and `move_clocks.lua`: the clocks of large conversations on
-//! Redis Cluster, where the scripts that read or move a log cannot reach
-//! its clock (another slot), so the cluster client does it for them.
+//! `move_clocks.lua`: the clocks of large conversations on Redis Cluster,
+//! where the scripts that move a log cannot reach its clock (another slot),
+//! so the cluster client moves it for them (and reads the clocks with plain
+//! `HMGET`s: `read_clocks` in cluster.rs).
 
 use crate::Error;
-use crate::keys::{clock, clock_in, events_channel};
-use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua, malformed, one_text_each, texts_by_item};
-
-/// Reads the clocks of `conversations`, named from `clocks` (the tenant's
-/// clock prefix, the argument `clocks` of the call that asked).
-pub struct ReadClocks<'a> {
-    pub clocks: &'a str,
-    pub conversations: Vec<&'a str>,
-}
-
-impl Script for ReadClocks<'_> {
-    /// Each conversation's log counter as its clock holds it, in order.
-    type Reply = Vec<Option<u64>>;
-
-    fn lua() -> &'static Lua {
-        lua!(base "clocks.lua")
-    }
-
-    fn encode(&self, call: &mut Call) {
-        call.each(&self.conversations, |item, conversation| {
-            item.key("clock", clock_in(self.clocks, conversation));
-            item.arg("conversation", *conversation);
-        });
-    }
-
-    fn decode(&self, reply: &mut Reply) -> Result<Vec<Option<u64>>, Error> {
-        counters(one_text_each(self.conversations.len(), reply.rest()?)?)
-    }
-
-    fn merge(&self, parts: Vec<PartReply>) -> Result<Vec<Option<u64>>, Error> {
-        counters(one_text_each(self.conversations.len(), texts_by_item(parts)?)?)
-    }
-}
-
-fn counters(texts: Vec<String>) -> Result<Vec<Option<u64>>, Error> {
-    texts
-        .into_iter()
-        .map(|text| match text.as_str() {
-            "" => Ok(None),
-            n => n.parse().map(Some).map_err(|_| malformed()),
-        })
-        .collect()
-}
+use crate::keys::{clock, events_channel};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 
 /// A large conversation's log moved (or went).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 use spin_sdk::redis::RedisResult;
 
 use crate::Error;
+use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, PartReply, Reply, Script, lua, malformed, one_text_each, texts_by_item};
 
 /// The first element of a reply that asks for the logs instead of answering
@@ -19,10 +20,6 @@ pub const NO_LOGS_YET: &str = "-";
 pub struct WantedLog {
     /// The conversation.
     pub conversation: String,
-    /// Its head's key, as the users' memberships record it.
-    pub head: String,
-    /// Its log's key.
-    pub group: String,
     /// How far the users caught up (the least of them).
     pub after: u64,
 }
@@ -36,14 +33,7 @@ pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Err
     let mut reply = Reply::new(values[1..].to_vec());
     let n = reply.number()?;
     let wanted = (0..n)
-        .map(|_| {
-            Ok(WantedLog {
-                conversation: reply.text()?,
-                head: reply.text()?,
-                group: reply.text()?,
-                after: reply.number()?,
-            })
-        })
+        .map(|_| Ok(WantedLog { conversation: reply.text()?, after: reply.number()? }))
         .collect::<Result<Vec<_>, Error>>()?;
     if !reply.is_empty() {
         return Err(malformed());
@@ -53,6 +43,9 @@ pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Err
 
 /// Reads the logs `wanted` names, each from its conversation's slot.
 pub struct GroupLogs<'a> {
+    /// How the names of the tenant's conversation keys begin (the argument
+    /// `conversations` of the call that asked).
+    pub conversations: &'a str,
     pub wanted: &'a [WantedLog],
 }
 
@@ -66,8 +59,8 @@ impl Script for GroupLogs<'_> {
 
     fn encode(&self, call: &mut Call) {
         call.each(self.wanted, |item, log| {
-            item.key("head", log.head.clone());
-            item.key("group", log.group.clone());
+            ConversationKeys::under(self.conversations, &log.conversation).encode_only(item, &["head", "group"]);
+            item.arg("conversation", log.conversation.as_str());
             item.arg("after", log.after);
         });
     }

@@ -7,7 +7,7 @@ use super::group_logs::LOGS_WANTED;
 use super::*;
 use crate::bindings::unread::core::types::ConversationFlag;
 use crate::config::Limits;
-use crate::keys::{CONVERSATION_KEYS, ConversationKeys, USER_KEYS, slot};
+use crate::keys::{CONVERSATION_KEYS, USER_KEYS, slot};
 use crate::script::{Call, Names, Script};
 use crate::sql::TruthRow;
 
@@ -210,7 +210,6 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         encoded(&Heads { tenant: "t", heads: vec![&row, &other] }),
         encoded(&Previews { tenant: "t", rows: &[row_of("c", 3), row_of("d", 4)] }),
         encoded(&Dataset { remembered: String::new() }),
-        encoded(&ReadClocks { clocks: &crate::keys::clocks_prefix("t"), conversations: vec!["c", "d"] }),
         encoded(&MoveClocks {
             tenant: "t",
             moves: &[
@@ -219,19 +218,10 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             ],
         }),
         encoded(&GroupLogs {
+            conversations: &crate::keys::conversations_prefix("t"),
             wanted: &[
-                WantedLog {
-                    conversation: "c".into(),
-                    head: ConversationKeys::new("t", "c").key("head"),
-                    group: ConversationKeys::new("t", "c").key("group"),
-                    after: 3,
-                },
-                WantedLog {
-                    conversation: "d".into(),
-                    head: ConversationKeys::new("t", "d").key("head"),
-                    group: ConversationKeys::new("t", "d").key("group"),
-                    after: 0,
-                },
+                WantedLog { conversation: "c".into(), after: 3 },
+                WantedLog { conversation: "d".into(), after: 0 },
             ],
         }),
     ]
@@ -321,7 +311,6 @@ fn the_scripts_that_span_slots_are_known() {
             "badge.lua",
             "category_inventory.lua",
             "clear_category.lua",
-            "clocks.lua",
             "forget_loaded.lua",
             "group_logs.lua",
             "heads.lua",
@@ -391,7 +380,7 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
             split.push(file);
         }
     }
-    assert_eq!(split.len(), 16, "the scripts that span slots are split: {split:?}");
+    assert_eq!(split.len(), 15, "the scripts that span slots are split: {split:?}");
 }
 
 /// The names the prelude defines at its top level in `text` (`local
@@ -432,11 +421,7 @@ fn a_script_on_the_preludes_base_uses_nothing_defined_after_it() {
         }
     }
     on_base.sort();
-    assert_eq!(
-        on_base,
-        ["clocks.lua", "forget_joiners.lua", "previews.lua"],
-        "the scripts on the base, as this test last knew them"
-    );
+    assert_eq!(on_base, ["forget_joiners.lua", "previews.lua"], "the scripts on the base, as this test last knew them");
     let texts = on_base.iter().map(|file| (file.clone(), std::fs::read_to_string(format!("{dir}/{file}")).unwrap()));
     for (file, text) in texts.chain([("the base itself".to_string(), base.to_string())]) {
         for name in &later {

@@ -32,7 +32,7 @@ pub use adopt::Adopt;
 pub use badge::Badge;
 pub use category_inventory::{CategoryInventory, Inventory};
 pub use clear_category::{ClearCategory, Clearing};
-pub use clocks::{ClockMove, MoveClocks, ReadClocks};
+pub use clocks::{ClockMove, MoveClocks};
 pub use common::{Loaded, Members, badge_of};
 pub use dataset::{Dataset, DatasetRecord};
 pub use forget_head::ForgetHead;

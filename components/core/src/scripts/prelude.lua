@@ -220,30 +220,9 @@ local function recall_preview(h, seq, preview, ttl)
   end
 end
 
--- Field `fields[i]` of hash `keys[i]` for every i, with one HMGET per
--- distinct key (false where the hash holds none).
-local function hmget_each(keys, fields)
-  local items, order = {}, {}
-  for i, key in ipairs(keys) do
-    if not items[key] then
-      items[key] = {}
-      order[#order + 1] = key
-    end
-    table.insert(items[key], i)
-  end
-  local out = {}
-  for _, key in ipairs(order) do
-    local names = {}
-    for j, i in ipairs(items[key]) do names[j] = fields[i] end
-    local values = redis.call('HMGET', key, unpack(names))
-    for j, i in ipairs(items[key]) do out[i] = values[j] end
-  end
-  return out
-end
-
--- The base ends here: the scripts that only read heads and clocks once per
--- hash slot (previews, clocks; on Redis Cluster a call runs them many times)
--- load only the text above, which Redis runs anew on every call.
+-- The base ends here: the scripts that only read heads once per hash slot
+-- (previews; on Redis Cluster a call runs them many times) load only the
+-- text above, which Redis runs anew on every call.
 -- BASE END
 
 -- States --------------------------------------------------------------------
@@ -881,23 +860,22 @@ local function read_log(head_key, group_key, applied)
   return log
 end
 
--- A log as one line of text, `group key TAB counter TAB entries TAB head`
+-- A log as one line of text, `conversation TAB counter TAB entries TAB head`
 -- (entries `entry=counter` apart by spaces; the head without its preview),
--- which `take_logs` reads back. Key names and identifiers hold no control
--- characters.
-local function encode_log(group_key, log)
+-- which `take_logs` reads back. Identifiers hold no control characters.
+local function encode_log(conv, log)
   local entries = {}
   for i, e in ipairs(log.entries) do entries[i] = e[1] .. '=' .. int(e[2]) end
   local head = ''
   if log.head then head = encode_head(log.head.seq, log.head.score, log.head.category, '') end
-  return group_key .. '\t' .. (log.counter and int(log.counter) or '') .. '\t' .. table.concat(entries, ' ')
+  return conv .. '\t' .. (log.counter and int(log.counter) or '') .. '\t' .. table.concat(entries, ' ')
     .. '\t' .. head
 end
 
 -- On Redis Cluster a script cannot read the heads and logs of its users'
 -- large conversations (other slots): the caller reads them first
 -- (group_logs.lua) and passes them in the argument `logs`. Nil on one
--- Redis, where the scripts read them where they are; else by group key.
+-- Redis, where the scripts read them where they are; else by conversation.
 local given_logs
 
 -- The first element of a reply that asks for the logs instead of answering.
@@ -907,11 +885,12 @@ local LOGS_WANTED = 'unread:logs-wanted'
 -- its `logs` argument: '' on one Redis; on Redis Cluster '-' (none given
 -- yet) or the logs, as encode_log writes them, one per line. With '-' and
 -- users in large conversations, the script must write nothing and answer
--- what this returns: LOGS_WANTED, n, then n times the conversation, its
--- head key, its group key and how far the users caught up (the least; with
--- `from_start`, 0: the whole log); the caller runs it again with those
--- logs (only those whose clock moved: a log not given has nothing new).
--- Otherwise nil: go on.
+-- what this returns: LOGS_WANTED, n, then n times the conversation and how
+-- far the users caught up (the least; with `from_start`, 0: the whole log);
+-- the caller names its keys, and runs the script again with those logs
+-- (only those whose clock moved: a log not given has nothing new). A
+-- member of many large conversations asks this on every call, so the reply
+-- is as small as it can be. Otherwise nil: go on.
 local function take_logs(A, users, from_start)
   local text = A.logs
   rebuilds_from_truth = A.require_loaded == '1'
@@ -921,35 +900,36 @@ local function take_logs(A, users, from_start)
   given_logs = {}
   if text ~= '-' then
     for line in string.gmatch(text, '[^\n]+') do
-      local group_key, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
-      if group_key then
+      local conv, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
+      if conv then
         local log = {counter = tonumber(counter), head = decode_head(head), entries = {}}
         for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do log.entries[#log.entries + 1] = {entry, tonumber(at)} end
-        given_logs[group_key] = log
+        given_logs[conv] = log
       end
     end
     return nil
   end
-  local wanted, order = {}, {}
+  -- out: LOGS_WANTED, n, then conversation, applied pairs; at[conv]: where
+  -- its applied is in out.
+  local out, at = {LOGS_WANTED, 0}, {}
   for _, u in ipairs(users) do
     local groups = redis.call('HGETALL', u.groups)
     for i = 2, #groups, 2 do
-      local applied, head_key, group_key = decode_membership(groups[i - 1], groups[i])
+      local conv, applied = groups[i - 1], membership_applied(groups[i])
       if applied and from_start then applied = 0 end
-      if applied and not wanted[group_key] then
-        order[#order + 1] = group_key
-        wanted[group_key] = {conv = groups[i - 1], head = head_key, applied = applied}
-      elseif applied and applied < wanted[group_key].applied then
-        wanted[group_key].applied = applied
+      local where = at[conv]
+      if applied and not where then
+        out[#out + 1] = conv
+        out[#out + 1] = applied
+        at[conv] = #out
+      elseif applied and applied < out[where] then
+        out[where] = applied
       end
     end
   end
-  if #order == 0 then return nil end
-  local out = {LOGS_WANTED, #order}
-  for _, group_key in ipairs(order) do
-    local w = wanted[group_key]
-    for _, v in ipairs({w.conv, w.head, group_key, int(w.applied)}) do out[#out + 1] = v end
-  end
+  if #out == 2 then return nil end
+  out[2] = (#out - 2) / 2
+  for i = 4, #out, 2 do out[i] = int(out[i]) end
   return out
 end
 
@@ -959,10 +939,17 @@ end
 -- was given (a conversation joined after the caller read the logs catches
 -- up next time).
 local function behind(conv, value)
+  if given_logs then
+    -- Most of a member's large conversations did not move: only the given
+    -- logs cost more than a look-up.
+    local log, applied = given_logs[conv], nil
+    if log then applied = membership_applied(value) end
+    if not applied then return nil end
+    return {applied = applied, log = log}
+  end
   local applied, head_key, group_key = decode_membership(conv, value)
   if not applied then return nil end
-  local log
-  if given_logs then log = given_logs[group_key] else log = read_log(head_key, group_key, applied) end
+  local log = read_log(head_key, group_key, applied)
   if not log then return nil end
   return {applied = applied, log = log}
 end
