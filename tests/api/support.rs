@@ -305,7 +305,7 @@ impl RedisServer {
 
     /// Connections to the servers that hold data: this one, or on a cluster
     /// every primary.
-    fn primaries(&self) -> Vec<redis::Connection> {
+    pub fn primaries(&self) -> Vec<redis::Connection> {
         let peers = self.peers.lock().unwrap().clone();
         if peers.is_empty() {
             return vec![self.connection().unwrap()];

@@ -17,6 +17,7 @@ mod support;
 #[allow(dead_code)]
 mod tokens;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -582,8 +583,12 @@ async fn large_group_reads(cluster: bool) {
                 sent as f64 / started.elapsed().as_secs_f64()
             })
         };
+        let profile = RedisProfile::start(&app);
         let (run, cost) = phase(&app, 16, 2_000, &request).await;
         writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Some(profile) = profile {
+            profile.print(&app, run.calls);
+        }
         let written = writer.await.unwrap();
         println!(
             "{name:<28} {:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} | {:>12.1}  {:>13.0} | {written:>10.0}",
@@ -823,4 +828,107 @@ async fn kept_cursor_bytes(app: &App) {
         "kept cursors: a user with {kept} kept beyond the list uses {bytes} bytes for them, {} per kept cursor",
         bytes / kept.max(1)
     );
+}
+
+/// With `UNREAD_PROFILE` set, where a phase's Redis time went, per call and
+/// summed over every primary: by script (its SHA and the shape of its first
+/// key, from `SLOWLOG` logging every command, which slows the phase a
+/// little) and by command (`INFO commandstats`: those run inside scripts
+/// count too). Redis times them by the clock, so on a loaded machine a
+/// script that waited for the CPU counts that wait.
+struct RedisProfile {
+    commands: BTreeMap<String, (u64, u64)>,
+}
+
+impl RedisProfile {
+    fn start(app: &App) -> Option<RedisProfile> {
+        std::env::var_os("UNREAD_PROFILE")?;
+        for mut redis in app.redis.primaries() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("slowlog-log-slower-than")
+                .arg(0)
+                .arg("slowlog-max-len")
+                .arg(1_000_000)
+                .query(&mut redis)
+                .unwrap();
+            let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut redis).unwrap();
+        }
+        Some(RedisProfile { commands: Self::commands(app) })
+    }
+
+    /// Calls and microseconds so far, by command.
+    fn commands(app: &App) -> BTreeMap<String, (u64, u64)> {
+        let mut totals: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for mut redis in app.redis.primaries() {
+            let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis).unwrap();
+            for line in info.lines().filter_map(|line| line.strip_prefix("cmdstat_")) {
+                let Some((name, stats)) = line.split_once(':') else { continue };
+                let field = |f: &str| -> u64 {
+                    stats.split(',').find_map(|kv| kv.strip_prefix(f)).and_then(|v| v.parse().ok()).unwrap_or(0)
+                };
+                let total = totals.entry(name.to_string()).or_default();
+                total.0 += field("calls=");
+                total.1 += field("usec=");
+            }
+        }
+        totals
+    }
+
+    fn print(self, app: &App, calls: usize) {
+        let per_call = |n: u64| n as f64 / calls.max(1) as f64;
+        let mut scripts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for mut redis in app.redis.primaries() {
+            let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(-1).query(&mut redis).unwrap();
+            let _: () =
+                redis::cmd("CONFIG").arg("SET").arg("slowlog-log-slower-than").arg(10_000).query(&mut redis).unwrap();
+            for entry in entries {
+                let redis::Value::Array(fields) = entry else { continue };
+                let (Some(redis::Value::Int(usec)), Some(redis::Value::Array(words))) = (fields.get(2), fields.get(3))
+                else {
+                    continue;
+                };
+                let word = |i: usize| match words.get(i) {
+                    Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                    _ => String::new(),
+                };
+                if !word(0).eq_ignore_ascii_case("evalsha") {
+                    continue;
+                }
+                // The key's shape: its hash tag's content left out.
+                let key = word(3);
+                let shape = match (key.find('{'), key.rfind('}')) {
+                    (Some(open), Some(close)) if open < close => format!("{}{{}}{}", &key[..open], &key[close + 1..]),
+                    _ => key,
+                };
+                let total = scripts.entry(format!("{:.8} {shape}", word(1))).or_default();
+                total.0 += 1;
+                total.1 += *usec as u64;
+            }
+        }
+        let mut rows: Vec<_> = scripts.into_iter().collect();
+        rows.sort_by_key(|(_, (_, usec))| std::cmp::Reverse(*usec));
+        println!("   by script (sha, first key)                       runs/call  us/run  us/call");
+        for (script, (runs, usec)) in rows {
+            println!(
+                "   {script:<48} {:>9.2} {:>7.1} {:>8.1}",
+                per_call(runs),
+                usec as f64 / runs as f64,
+                per_call(usec)
+            );
+        }
+        let mut rows: Vec<_> = Self::commands(app)
+            .into_iter()
+            .map(|(name, (runs, usec))| {
+                let (runs_before, usec_before) = self.commands.get(&name).copied().unwrap_or_default();
+                (name, runs - runs_before, usec - usec_before)
+            })
+            .filter(|(name, runs, _)| *runs > 0 && !name.starts_with("slowlog") && !name.starts_with("config"))
+            .collect();
+        rows.sort_by_key(|(_, _, usec)| std::cmp::Reverse(*usec));
+        println!("   by command                                       runs/call          us/call");
+        for (name, runs, usec) in rows {
+            println!("   {name:<48} {:>9.2}         {:>8.1}", per_call(runs), per_call(usec));
+        }
+    }
 }
