@@ -942,16 +942,14 @@ local function behind(conv, value)
   if given_logs then
     -- Most of a member's large conversations did not move: only the given
     -- logs cost more than a look-up.
-    local log, applied = given_logs[conv], nil
-    if log then applied = membership_applied(value) end
+    local log = given_logs[conv]
+    local applied = log and membership_applied(value)
     if not applied then return nil end
     return {applied = applied, log = log}
   end
   local applied, head_key, group_key = decode_membership(conv, value)
   if not applied then return nil end
-  local log = read_log(head_key, group_key, applied)
-  if not log then return nil end
-  return {applied = applied, log = log}
+  return {applied = applied, log = read_log(head_key, group_key, applied)}
 end
 
 -- Adds to `msg` the recalls and @all mentions the log holds after `applied`.
