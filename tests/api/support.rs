@@ -233,22 +233,31 @@ impl RedisServer {
     /// Scripts run so far and the Redis CPU they took (usec), summed over
     /// every primary, from `INFO commandstats`.
     pub fn script_stats(&self) -> (u64, u64) {
-        let mut total = (0, 0);
+        self.command_stats()
+            .into_iter()
+            .filter(|(name, _)| name == "evalsha" || name == "eval")
+            .fold((0, 0), |total, (_, (calls, usec))| (total.0 + calls, total.1 + usec))
+    }
+
+    /// Every command run so far, by name as `INFO commandstats` names it
+    /// (`config|set`), with its calls and the Redis CPU it took (usec),
+    /// summed over every primary. Commands run inside scripts count, and so
+    /// do the scripts themselves.
+    pub fn command_stats(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        let mut totals: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
         for mut connection in self.primaries() {
             let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
-            for line in info.lines() {
-                let Some(stats) = line.strip_prefix("cmdstat_evalsha:").or_else(|| line.strip_prefix("cmdstat_eval:"))
-                else {
-                    continue;
+            for line in info.lines().filter_map(|line| line.strip_prefix("cmdstat_")) {
+                let Some((name, stats)) = line.split_once(':') else { continue };
+                let field = |f: &str| -> u64 {
+                    stats.split(',').find_map(|kv| kv.strip_prefix(f)).and_then(|v| v.parse().ok()).unwrap_or(0)
                 };
-                let field = |name: &str| -> u64 {
-                    stats.split(',').find_map(|kv| kv.strip_prefix(name)).and_then(|v| v.parse().ok()).unwrap_or(0)
-                };
+                let total = totals.entry(name.to_string()).or_default();
                 total.0 += field("calls=");
                 total.1 += field("usec=");
             }
         }
-        total
+        totals
     }
 
     /// Redis commands run so far, inside scripts included (every `cmdstat_`
@@ -279,20 +288,14 @@ impl RedisServer {
     /// them, not the scripts themselves, nor the test's own INFO and the
     /// cluster client's bookkeeping.
     pub fn commands_by_name(&self) -> std::collections::BTreeMap<String, u64> {
-        let mut counts = std::collections::BTreeMap::new();
-        for mut connection in self.primaries() {
-            let info: String = redis::cmd("INFO").arg("commandstats").query(&mut connection).unwrap();
-            for line in info.lines().filter_map(|line| line.strip_prefix("cmdstat_")) {
-                let Some((name, stats)) = line.split_once(':') else { continue };
+        self.command_stats()
+            .into_iter()
+            .filter(|(name, _)| {
                 let base = name.split('|').next().unwrap_or(name);
-                if ["info", "evalsha", "eval", "cluster", "asking", "command"].contains(&base) {
-                    continue;
-                }
-                let Some(calls) = stats.split(['=', ',']).nth(1).and_then(|n| n.parse::<u64>().ok()) else { continue };
-                *counts.entry(name.to_string()).or_default() += calls;
-            }
-        }
-        counts
+                !["info", "evalsha", "eval", "cluster", "asking", "command"].contains(&base)
+            })
+            .map(|(name, (calls, _))| (name, calls))
+            .collect()
     }
 
     /// Empties the server (on a cluster, every primary), as a Redis that

@@ -4,7 +4,9 @@
 //! the state text the scripts store, so the two can never disagree. And the
 //! names of a conversation's keys: `conversation_keys` in `prelude.lua` (for
 //! a membership record, which holds only a number) and `ConversationKeys`,
-//! and of a conversation's clock: `clock_key` and `keys::clock`.
+//! and of a conversation's clock: `clock_key` and `keys::clock`. And how
+//! far a membership record says its member caught up: `membership_applied`
+//! in both, the Rust one reading what `take_logs` answers on a cluster.
 
 use mlua::{Function, Lua, Table};
 
@@ -19,7 +21,7 @@ fn prelude() -> (Lua, Table) {
         "KEYS, ARGV = {{}}, {{}}\nredis = {{}}\ncjson = {{}}\n{PRELUDE}\n\
          return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
          take_logs = take_logs, conversation_keys = conversation_keys, \
-         use_clocks = use_clocks, clock_key = clock_key}}"
+         use_clocks = use_clocks, clock_key = clock_key, membership_applied = membership_applied}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -120,4 +122,49 @@ fn lua_names_a_conversations_clock_as_rust_does() {
             assert_eq!(lua, crate::keys::clock(tenant, id), "tenant {tenant:?}, conversation {id:?}");
         }
     }
+}
+
+#[test]
+fn lua_and_rust_read_how_far_a_membership_record_says_alike() {
+    use crate::scripts::group_logs::{WantedLog, logs_wanted, membership_applied};
+    use spin_sdk::redis::RedisResult;
+
+    let (lua, functions) = prelude();
+    let applied: Function = functions.get("membership_applied").unwrap();
+    // Today's records, one an earlier layout wrote (with its keys' names),
+    // and texts that are no record.
+    let records = ["0", "7", "123456789012345", "12\nun:v2:head:{acme:g}\nun:v2:head:{acme:g}:group", "", "x", "x\n7"];
+    for record in records {
+        let lua: Option<u64> = applied.call(record).unwrap();
+        assert_eq!(membership_applied(record), lua, "{record:?}");
+    }
+    // What one user's script answers on a cluster: its records as stored,
+    // which the client reads as the script would.
+    let take_logs: Function = functions.get("take_logs").unwrap();
+    let stored = lua.create_table().unwrap();
+    for (i, record) in records.iter().enumerate() {
+        stored.set(2 * i + 1, format!("g{i}")).unwrap();
+        stored.set(2 * i + 2, *record).unwrap();
+    }
+    let redis: Table = lua.globals().get("redis").unwrap();
+    let hgetall = lua.create_function(move |_, (_command, _key): (String, String)| Ok(stored.clone())).unwrap();
+    redis.set("call", hgetall).unwrap();
+    let args = lua.create_table().unwrap();
+    args.set("logs", crate::scripts::group_logs::NO_LOGS_YET).unwrap();
+    args.set("conversations", "").unwrap();
+    let user = lua.create_table().unwrap();
+    user.set("groups", "un:v2:{acme:u1}:groups").unwrap();
+    let reply: Vec<String> = take_logs.call((args, vec![user])).unwrap();
+    let reply: Vec<RedisResult> = reply.into_iter().map(|v| RedisResult::Binary(v.into_bytes())).collect();
+    let wanted = logs_wanted(&reply).unwrap().expect("the reply asks for logs");
+    let expected: Vec<WantedLog> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, record)| {
+            let after = applied.call::<Option<u64>>(*record).unwrap()?;
+            Some(WantedLog { conversation: format!("g{i}"), after })
+        })
+        .collect();
+    assert_eq!(wanted, expected);
+    assert_eq!(wanted.len(), 4, "the records that are records");
 }

@@ -32,13 +32,25 @@ pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Err
     }
     let mut reply = Reply::new(values[1..].to_vec());
     let n = reply.number()?;
-    let wanted = (0..n)
-        .map(|_| Ok(WantedLog { conversation: reply.text()?, after: reply.number()? }))
-        .collect::<Result<Vec<_>, Error>>()?;
+    let mut wanted = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let conversation = reply.text()?;
+        // A text that is not a record was never caught up: as the script does.
+        if let Some(after) = membership_applied(&reply.text()?) {
+            wanted.push(WantedLog { conversation, after });
+        }
+    }
     if !reply.is_empty() {
         return Err(malformed());
     }
     Ok(Some(wanted))
+}
+
+/// How far a membership record says its member caught up: its leading
+/// number, a line of its own (`membership_applied` in `prelude.lua`; a unit
+/// test holds the two together). None: not a record.
+pub fn membership_applied(record: &str) -> Option<u64> {
+    record.split('\n').next()?.parse().ok()
 }
 
 /// Reads the logs `wanted` names, each from its conversation's slot.

@@ -886,11 +886,14 @@ local LOGS_WANTED = 'unread:logs-wanted'
 -- yet) or the logs, as encode_log writes them, one per line. With '-' and
 -- users in large conversations, the script must write nothing and answer
 -- what this returns: LOGS_WANTED, n, then n times the conversation and how
--- far the users caught up (the least; with `from_start`, 0: the whole log);
--- the caller names its keys, and runs the script again with those logs
--- (only those whose clock moved: a log not given has nothing new). A
--- member of many large conversations asks this on every call, so the reply
--- is as small as it can be. Otherwise nil: go on.
+-- far the users caught up (the least; with `from_start`, 0: the whole log),
+-- as a text whose leading number says it; the caller names its keys, and
+-- runs the script again with those logs (only those whose clock moved: a
+-- log not given has nothing new). One user's membership records go back
+-- as stored (membership_applied reads their leading number): a member of
+-- many large conversations asks this on every call, and reading each
+-- record here cost Redis more than the rest of the answer. Otherwise nil:
+-- go on.
 local function take_logs(A, users, from_start)
   local text = A.logs
   rebuilds_from_truth = A.require_loaded == '1'
@@ -908,6 +911,13 @@ local function take_logs(A, users, from_start)
       end
     end
     return nil
+  end
+  if #users == 1 and not from_start then
+    local records = redis.call('HGETALL', users[1].groups)
+    if #records == 0 then return nil end
+    table.insert(records, 1, #records / 2)
+    table.insert(records, 1, LOGS_WANTED)
+    return records
   end
   -- out: LOGS_WANTED, n, then conversation, applied pairs; at[conv]: where
   -- its applied is in out.
