@@ -103,6 +103,32 @@ async fn a_redis_that_hangs_is_503_within_the_deadline() {
     assert!(took < Duration::from_millis(1_900), "the probe waited {took:?}");
 }
 
+/// On Redis Cluster the check reaches every primary: one that hangs, any
+/// of them (the node `redis_url` names, or another), makes the answer a
+/// 503 within the deadline, as calls on its slots fail; once it answers
+/// again, so does the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_any_primary_that_hangs_is_503_within_the_deadline() {
+    let app = App::with(Setup { cluster: true, ..Setup::default() }).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    assert_eq!(health(&app).await.status, 200);
+    let primaries: Vec<_> = cluster.primaries().into_iter().cloned().collect();
+    assert_eq!(primaries.len(), 3);
+    for primary in primaries {
+        primary.pause();
+        let started = Instant::now();
+        let answer = health(&app).await;
+        let took = started.elapsed();
+        primary.resume();
+        let what = format!("primary on port {} paused", primary.port);
+        assert_unavailable(&answer, "unavailable", "not configured", &what);
+        assert!(took < Duration::from_millis(1_900), "{what}: the probe waited {took:?}");
+        cluster.wait_until_settled();
+        let answer = health(&app).await;
+        assert_eq!((answer.status, &answer.body["redis"]), (200, &json!("ok")), "{what}, resumed: {}", answer.text);
+    }
+}
+
 /// A SQL server that refuses connections, and one that accepts them and
 /// answers nothing: each is 503 `sql: unavailable` while Redis stays `ok`
 /// (its check does not wait for the SQL store), within the deadline.

@@ -36,7 +36,7 @@ use crate::cached::timed;
 use crate::keys::{clock_in, slot};
 use crate::redis::{eval, params, unavailable};
 use crate::script::{Call, Lua, Part, PartReply, Reply, Script, malformed};
-use crate::scripts::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
+use crate::scripts::{GroupLogs, NO_LOGS_YET, Ping, WantedLog, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -103,6 +103,20 @@ impl SlotMap {
         primaries.sort();
         primaries.dedup();
         Ok(SlotMap { ranges, primaries })
+    }
+
+    /// Whether a primary serves every one of the 16 384 slots: a cluster
+    /// that leaves one unserved refuses its keys (and by default, with
+    /// `cluster-require-full-coverage`, every key).
+    pub fn serves_every_slot(&self) -> bool {
+        let mut next = 0u32;
+        for (first, last, _) in &self.ranges {
+            if u32::from(*first) > next {
+                return false;
+            }
+            next = next.max(u32::from(*last) + 1);
+        }
+        next == 16_384
     }
 
     /// The node that serves `slot`, if any does.
@@ -341,6 +355,42 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     })
     .await?;
     Ok((script.decode(&mut Reply::new(values))?, map.primaries.len()))
+}
+
+/// The health check on a cluster: the slot map read afresh (from the seed,
+/// or any node this instance knows), a primary serving every slot, and
+/// every primary running the ping script, all at once, within the check's
+/// deadline. Pinging one node would call a cluster healthy with a primary
+/// hung or its slots unserved, where calls on those slots fail.
+pub async fn ping_every_primary() -> Result<(), Error> {
+    let until = Instant::now() + Ping::DEADLINE;
+    let lua = Ping::lua();
+    let map = deadline(until, async {
+        MAP.with_borrow_mut(|map| *map = None);
+        map().await
+    })
+    .await?;
+    if !map.serves_every_slot() {
+        return Err(unavailable("CLUSTER NODES", "no primary serves some slots"));
+    }
+    let params = Sent::Script(lua).params(&Call::default());
+    let left = until.saturating_duration_since(Instant::now());
+    let pings = all(map.primaries.iter().map(|node| timed(left, on_node(node, Sent::Script(lua), &params)))).await;
+    for (node, ping) in map.primaries.iter().zip(pings) {
+        let values = match ping {
+            Some(Ok(values)) => values,
+            Some(Err(Failure::Script(reason) | Failure::Down(reason))) => {
+                return Err(unavailable(lua.file, &format!("{node}: {reason}")));
+            }
+            None => {
+                // What the hung connection still owes is unknown.
+                forget(node);
+                return Err(unavailable(lua.file, &format!("{node}: no answer within {} ms", left.as_millis())));
+            }
+        };
+        Ping.decode(&mut Reply::new(values))?;
+    }
+    Ok(())
 }
 
 /// What a part sends to its node.
@@ -628,6 +678,14 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0
         assert_eq!(map.primaries, ["127.0.0.1:30001", "127.0.0.1:30002", "node3.example:30003"]);
         let partial = SlotMap::parse(&NODES_TEXT.replace("5461-10922", "5461-5470")).unwrap();
         assert_eq!(partial.node(5471), None, "a slot no live primary serves");
+        assert!(map.serves_every_slot());
+        assert!(!partial.serves_every_slot());
+        let no_last = SlotMap::parse(&NODES_TEXT.replace("10923-16383", "10923-16382")).unwrap();
+        assert!(!no_last.serves_every_slot(), "slot 16383 unserved");
+        let no_first = SlotMap::parse(&NODES_TEXT.replace(" 0-5460", " 1-5460")).unwrap();
+        assert!(!no_first.serves_every_slot(), "slot 0 unserved");
+        let single = SlotMap::parse(&NODES_TEXT.replace(" 0-5460", " 0 1-5460")).unwrap();
+        assert!(single.serves_every_slot(), "a slot alone and a range");
         assert!(SlotMap::parse("").is_err());
     }
 

@@ -29,7 +29,7 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Adopt, Badge, ClockMove, ForgetJoiners, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks, Ping,
+    Adopt, Badge, ClockMove, ForgetJoiners, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks,
     Previews, Recall, RecordJoiners, Role, Touch, TouchMode, Touched,
 };
 
@@ -337,7 +337,7 @@ impl Guest for Core {
     }
 
     async fn health() -> HealthReport {
-        let redis = async { reachability(redis::run_unmarked(&Ping).await) };
+        let redis = async { reachability(redis::ping().await) };
         let sql = async {
             match sql::configured().await {
                 Ok(None) => Reachability::NotConfigured,

@@ -10,14 +10,14 @@ use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResu
 use crate::Error;
 use crate::cached::{Slot, with_connection, within};
 use crate::script::{Call, Lua, Reply, Script};
-use crate::scripts::{ForgetLoaded, WalkUsers};
+use crate::scripts::{ForgetLoaded, Ping, WalkUsers};
 use crate::{cluster, dataset, sql};
 
 thread_local! {
     /// Whether Redis is a cluster; unknown until first read.
     static CLUSTER: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     static CONNECTION: Slot<Connection> = const { Slot::new(None) };
-    /// The health check's own connection (see [`run_unmarked`]).
+    /// The health check's own connection (see [`ping`]).
     static UNMARKED: Slot<Connection> = const { Slot::new(None) };
 }
 
@@ -45,15 +45,15 @@ async fn send<S: Script>(cluster: bool, script: &S) -> Result<S::Reply, Error> {
     if cluster { cluster::run(script).await } else { run_on(&CONNECTION, open, script).await }
 }
 
-/// Like [`run`], on a connection of its own that does not first apply the
-/// SQL store's stale marks: for a script that reads no user's state (the
-/// health check), so that a SQL store that hangs is not reported as Redis
-/// being down.
-pub async fn run_unmarked<S: Script>(script: &S) -> Result<S::Reply, Error> {
+/// The health check's round trip: a script that touches no key, on a
+/// connection of its own that does not first apply the SQL store's stale
+/// marks (a SQL store that hangs is not Redis being down). On a cluster,
+/// on every primary, with every slot served ([`cluster::ping_every_primary`]).
+pub async fn ping() -> Result<(), Error> {
     if is_cluster().await? {
-        return cluster::run(script).await;
+        return cluster::ping_every_primary().await;
     }
-    run_on(&UNMARKED, connect, script).await
+    run_on(&UNMARKED, connect, &Ping).await
 }
 
 /// Whether Redis is a cluster (`redis_cluster`), read once per instance.
