@@ -365,11 +365,13 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
 pub async fn ping_every_primary() -> Result<(), Error> {
     let until = Instant::now() + Ping::DEADLINE;
     let lua = Ping::lua();
-    let map = deadline(until, async {
-        MAP.with_borrow_mut(|map| *map = None);
-        map().await
-    })
-    .await?;
+    // Read afresh without first dropping the instance's map: calls that run
+    // meanwhile keep using it (a dropped map is what a new instance has,
+    // and would make them open the cluster again).
+    if !deadline(until, async { Ok(refresh(None).await) }).await? {
+        return Err(unavailable("CLUSTER NODES", "no node gave the slot map"));
+    }
+    let map = map().await?;
     if !map.serves_every_slot() {
         return Err(unavailable("CLUSTER NODES", "no primary serves some slots"));
     }
@@ -555,7 +557,8 @@ pub async fn map() -> Result<Rc<SlotMap>, Error> {
 /// Reads the slot map again: from `from` if given, else from the seed
 /// (`redis_url`), else from any node this instance knows; each within
 /// [`MAP_READ_DEADLINE`], so that a node that hangs is passed over.
-async fn refresh(from: Option<&str>) {
+/// Returns whether one gave it (else the instance keeps the map it had).
+async fn refresh(from: Option<&str>) -> bool {
     let known: Vec<String> = NODES.with_borrow(|nodes| nodes.keys().cloned().collect());
     let mut sources: Vec<Option<String>> = from.map(|n| Some(n.to_string())).into_iter().collect();
     sources.push(None);
@@ -564,12 +567,13 @@ async fn refresh(from: Option<&str>) {
         let read = timed(MAP_READ_DEADLINE, read_map(source.as_deref())).await.flatten();
         if let Some(map) = read {
             MAP.with_borrow_mut(|m| *m = Some(Rc::new(map)));
-            return;
+            return true;
         }
         if let Some(node) = &source {
             forget(node);
         }
     }
+    false
 }
 
 /// The slot map as `source` (none: the seed) gives it.
