@@ -1,8 +1,7 @@
-//! One Redis round trip per call (touch, mark-read, badge, recall), two for
-//! a list page and a conversation's setting (the rows, then their previews
-//! from the conversations' heads), one connection per request at most
-//! (cached across requests of a reused instance), and `Content-Length` on
-//! every answer.
+//! One Redis round trip per call (touch, mark-read, a list page with its
+//! previews, badge, a conversation's setting, recall), one connection per
+//! request at most (cached across requests of a reused instance), and
+//! `Content-Length` on every answer.
 
 use serde_json::json;
 use unread_host::{InstanceMode, RedisStats};
@@ -25,20 +24,15 @@ fn big_group() -> Vec<String> {
 /// their script; the others reuse both.
 const FIRST_OF_EACH: [&str; 6] = ["touch", "mark-read", "list", "badge", "mute", "recall"];
 
-/// Redis commands a call makes on a warm connection: its script; a list page
-/// or a conversation's setting then reads its rows' previews (one script).
-fn rounds(name: &str) -> u64 {
-    if name.starts_with("list") || ["mute", "pin", "mark-unread"].contains(&name) { 2 } else { 1 }
-}
+/// Redis commands every call makes on a warm connection: its script alone (a
+/// list page or a conversation's setting reads its rows' previews from their
+/// heads in the same script, so no message can come between the two).
+const ROUND_TRIP: u64 = 1;
 
-/// The scripts Redis must learn again after a flush, at the first call of
-/// each: its own, and the previews script at the first call that reads it.
+/// The scripts Redis must learn again after a flush: each function's own,
+/// at its first call.
 fn reloads(name: &str) -> u64 {
-    match name {
-        "list" => 2,
-        _ if FIRST_OF_EACH.contains(&name) => 1,
-        _ => 0,
-    }
+    u64::from(FIRST_OF_EACH.contains(&name))
 }
 
 /// m3's setting of the big group.
@@ -83,7 +77,7 @@ async fn a_reused_instance_makes_one_round_trip_per_call_on_its_cached_connectio
     for seq in 2..=4 {
         for (name, answer, stats) in every_call(&app, seq).await {
             assert_eq!(answer.status, 200, "{name}: {:?}", answer.body);
-            assert_eq!(stats, RedisStats { opens: 0, commands: rounds(name) }, "{name}");
+            assert_eq!(stats, RedisStats { opens: 0, commands: ROUND_TRIP }, "{name}");
         }
     }
 }
@@ -98,7 +92,7 @@ async fn a_fresh_instance_opens_one_connection_and_makes_one_round_trip() {
             // The call's script, and (cache-only) the data set's check that
             // every new connection makes (lost.rs): Spin reuses an instance
             // and its connection for up to 128 requests.
-            assert_eq!(stats, RedisStats { opens: 1, commands: rounds(name) + 1 }, "{name}");
+            assert_eq!(stats, RedisStats { opens: 1, commands: ROUND_TRIP + 1 }, "{name}");
         }
     }
 }
@@ -110,11 +104,11 @@ async fn scripts_are_reloaded_once_after_redis_forgot_them() {
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut app.redis.connection().unwrap()).unwrap();
     for (name, answer, stats) in every_call(&app, 2).await {
         assert_eq!(answer.status, 200, "{name}: {:?}", answer.body);
-        let commands = rounds(name) + reloads(name);
+        let commands = ROUND_TRIP + reloads(name);
         assert_eq!(stats, RedisStats { opens: 0, commands }, "{name}: EVALSHA, then EVAL, once per script");
     }
     for (name, _, stats) in every_call(&app, 3).await {
-        assert_eq!(stats.commands, rounds(name), "{name}");
+        assert_eq!(stats.commands, ROUND_TRIP, "{name}");
     }
     // Every message was recalled.
     assert_m2_has_the_group(&app, 0).await;
@@ -141,7 +135,7 @@ async fn a_broken_cached_connection_is_replaced_within_the_request() {
         assert_eq!(stats.opens, opens, "{name}: one new connection per instance");
     }
     for (name, _, stats) in every_call(&app, 3).await {
-        assert_eq!(stats, RedisStats { opens: 0, commands: rounds(name) }, "{name}");
+        assert_eq!(stats, RedisStats { opens: 0, commands: ROUND_TRIP }, "{name}");
     }
     // Redis came back empty: the recalls of 2 and 3 only (the state before
     // is gone, so message 1 counts again).

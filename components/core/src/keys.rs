@@ -79,11 +79,12 @@ pub const CONVERSATION_KEYS: [&str; 5] = ["head", "recalls", "earlier", "group",
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
 /// many members list it; `recalls`, the previews recalls gave for messages
-/// not touched yet; `earlier`, the messages the head held before, for a few
-/// seconds; `group`, a large conversation's log (read diffusion); `joined`,
-/// who joined it lately while it was not large, for the message that makes
-/// it large to take along. The `head:` prefix keeps them apart from every
-/// user's keys.
+/// not touched yet; `earlier`, on Redis Cluster, the messages the head held
+/// before, for a few seconds (a list page there reads its previews in a
+/// round of its own); `group`, a large conversation's log (read diffusion);
+/// `joined`, who joined it lately while it was not large, for the message
+/// that makes it large to take along. The `head:` prefix keeps them apart
+/// from every user's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationKeys {
     head: String,

@@ -191,7 +191,8 @@ impl Guest for Core {
             limits: Limits::read().await?,
         };
         let answer = match redis::run(&list).await {
-            // The second round: the page's previews, from their heads.
+            // On Redis Cluster, a second round: the page's previews, from
+            // their heads' slots.
             Ok(Loaded::Ready(mut page)) => {
                 Previews::fill(&who.tenant, &mut page.conversations).await.map(|()| Loaded::Ready(page))
             }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{App, message};
+use crate::support::{App, Setup, message};
 
 #[tokio::test]
 async fn the_lockscreen_preview_keeps_allowed_fields_and_cuts_text() {
@@ -48,11 +48,41 @@ async fn a_preview_is_stored_once_for_every_member() {
 }
 
 /// A member the app did not name in a newer message keeps their own last
-/// message: its preview while the conversation still holds it (its recent
-/// messages, seconds), then none. Never the newer message's.
+/// message, and never sees the newer message's preview. On one Redis a list
+/// reads its rows and their previews in one step, so the head keeps no
+/// earlier messages and such a row shows none at once.
 #[tokio::test]
 async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
     let app = App::start().await;
+    let u3 = not_told_of_message_2(&app).await;
+    assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
+    let keys = app.redis.keys();
+    assert!(!keys.iter().any(|key| key.ends_with(":earlier")), "one Redis keeps no earlier messages: {keys:?}");
+}
+
+/// On a cluster a list reads its rows, then their previews from the heads'
+/// slots, so the head keeps the messages it held before for seconds: the
+/// member sees their own last message's preview while it is held, then none.
+#[tokio::test]
+async fn a_member_not_told_of_newer_messages_on_a_cluster_never_sees_their_preview() {
+    let app = App::with(Setup { cluster: true, ..Setup::default() }).await;
+    let u3 = not_told_of_message_2(&app).await;
+    assert_eq!(u3["preview"]["text"], "message 1", "u3's own last message, from the head's recent ones");
+    // Recalled while still recent: the replacement shows there too.
+    let hidden = json!({"type": "recalled"});
+    assert_eq!(app.recall("acme", "c1", 1, &["u1", "u2", "u3"], Some(hidden.clone())).await.status, 200);
+    assert_eq!(app.row("acme", "u3", "c1").await.unwrap()["preview"], hidden);
+    // Once the recent messages are gone (seconds later), no preview at all.
+    let earlier = "un:v2:head:{acme:c1}:earlier";
+    let holder = app.cluster.as_ref().unwrap().primary_of(earlier);
+    let _: i64 = holder.command(&["DEL", earlier]);
+    let u3 = app.row("acme", "u3", "c1").await.unwrap();
+    assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
+}
+
+/// Message 1 to u1, u2 and u3, then message 2 to u1 and u2 only: u3's row,
+/// once u2's shows message 2's preview.
+async fn not_told_of_message_2(app: &App) -> serde_json::Value {
     app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2", "u3"])).await;
     let mut aside = message("acme", "c1", 2, 1_001, "u1", &["u1", "u2"]);
     aside["preview"] = json!({"type": "text", "text": "not for u3"});
@@ -60,23 +90,25 @@ async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
     assert_eq!(app.row("acme", "u2", "c1").await.unwrap()["preview"], aside["preview"]);
     let u3 = app.row("acme", "u3", "c1").await.unwrap();
     assert_eq!((u3["last_seq"].as_u64(), u3["unread"].as_u64()), (Some(1), Some(1)));
-    assert_eq!(u3["preview"]["text"], "message 1", "u3's own last message, from the head's recent ones");
-    // Recalled while still recent: the replacement shows there too.
-    let hidden = json!({"type": "recalled"});
-    assert_eq!(app.recall("acme", "c1", 1, &["u1", "u2", "u3"], Some(hidden.clone())).await.status, 200);
-    assert_eq!(app.row("acme", "u3", "c1").await.unwrap()["preview"], hidden);
-    // Once the recent messages are gone (seconds later), no preview at all.
-    let _: () =
-        redis::cmd("DEL").arg("un:v2:head:{acme:c1}:earlier").query(&mut app.redis.connection().unwrap()).unwrap();
-    let u3 = app.row("acme", "u3", "c1").await.unwrap();
-    assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
+    u3
 }
 
-/// A page reads its rows, then their previews: a message that comes in
-/// between must not blank or mismatch a row's preview.
+/// A message that comes while a page is read must not blank or mismatch a
+/// row's preview: on one Redis the rows and previews are read in one step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_between_a_pages_two_reads_keeps_every_preview_right() {
-    let app = std::sync::Arc::new(App::start().await);
+async fn a_message_while_a_page_is_read_keeps_every_preview_right() {
+    previews_stay_right_while_messages_come(App::start().await).await;
+}
+
+/// On a cluster a page reads its rows, then their previews: a message that
+/// comes in between is covered by the head's earlier messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_between_a_pages_two_reads_on_a_cluster_keeps_every_preview_right() {
+    previews_stay_right_while_messages_come(App::with(Setup { cluster: true, ..Setup::default() }).await).await;
+}
+
+async fn previews_stay_right_while_messages_come(app: App) {
+    let app = std::sync::Arc::new(app);
     app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
     let writer = {
         let app = app.clone();

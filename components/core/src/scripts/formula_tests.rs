@@ -100,9 +100,10 @@ fn lua_names_a_conversations_keys_as_rust_does() {
         args.set("conversations", crate::keys::conversations_prefix(tenant)).unwrap();
         let () = take_logs.call((args, lua.create_table().unwrap())).unwrap();
         for id in ids {
-            let (head, group): (String, String) = keys.call(id).unwrap();
+            let (head, group, earlier): (String, String, String) = keys.call(id).unwrap();
             let rust = crate::keys::ConversationKeys::new(tenant, id);
-            assert_eq!((head, group), (rust.key("head"), rust.key("group")), "tenant {tenant:?}, conversation {id:?}");
+            let names = (rust.key("head"), rust.key("group"), rust.key("earlier"));
+            assert_eq!((head, group, earlier), names, "tenant {tenant:?}, conversation {id:?}");
         }
     }
 }

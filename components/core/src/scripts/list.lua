@@ -8,7 +8,7 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'limit', 'section', 'score', 'conversation', 'category', 'require_loaded', 'max_conversations', 'max_kept',
-          'logs', 'conversations', 'clocks'},
+          'head_ttl', 'logs', 'conversations', 'clocks'},
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
@@ -74,5 +74,5 @@ end)
 local count = math.min(limit, #rows)
 local out = badge_reply(U, {'ok', #rows > limit and 1 or 0})
 out[#out + 1] = count
-for i = 1, count do conversation_row(out, U, rows[i][3], rows[i][4], int(rows[i][2])) end
+for i = 1, count do conversation_row(out, U, rows[i][3], rows[i][4], int(rows[i][2]), A.head_ttl) end
 return out

@@ -125,6 +125,7 @@ impl Script for List<'_> {
         call.arg("require_loaded", self.require_loaded);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
+        call.arg("head_ttl", crate::HEAD_TTL);
         call.logs(self.tenant);
     }
 

@@ -26,10 +26,11 @@
 --
 -- A conversation's keys (CONVERSATION_KEYS, one hash slot): head, its last
 -- message (seq, list score, category, preview); recalls, seq -> the preview a
--- recall gave for a message whose touch has not come yet; earlier, the
--- messages the head held before (one string, newest first, a few, for
--- seconds: a list page reads its rows, then their previews, and a message
--- may come in between). Previews live there once per conversation, never in
+-- recall gave for a message whose touch has not come yet; earlier, on Redis
+-- Cluster, the messages the head held before (one string, newest first, a
+-- few, for seconds: there a list page reads its rows, then their previews
+-- from the heads' slots, and a message may come in between; on one Redis
+-- it reads both in one step). Previews live there once per conversation, never in
 -- a user's state. group, only for a large conversation (read diffusion): a
 -- zset, the log of its recalls (`r<seq>`) and @all mentions (`a<seq>`)
 -- scored by a counter, and the counter itself as `#`, moved by every
@@ -163,10 +164,13 @@ end
 
 -- The conversation's last message is now `seq` if it is newer than the
 -- head's: its preview is the one a recall left for it, else `preview`.
-local function advance_head(h, seq, score, category, preview, ttl)
+-- With `keep_earlier` the head's message before goes to its earlier ones
+-- (on Redis Cluster, where a list reads its rows and then their previews);
+-- on one Redis a list reads both in one step, so no message comes between.
+local function advance_head(h, seq, score, category, preview, ttl, keep_earlier)
   local head = get_head(h.head)
   if head and seq <= head.seq then return false end
-  if head then
+  if head and keep_earlier then
     local items = earlier_items(h)
     table.insert(items, 1, {head.seq, head.preview})
     items[RECENT_PREVIEWS + 1] = nil
@@ -218,6 +222,17 @@ local function recall_preview(h, seq, preview, ttl)
     table.sort(pending)
     for i = 1, #pending - MAX_PENDING_PREVIEWS do redis.call('HDEL', h.recalls, int(pending[i])) end
   end
+end
+
+-- The preview a row whose last message is `last` shows, from head `h` (its
+-- `head` and `earlier` keys): '' if neither holds that message (the member
+-- was not told of the conversation's newer messages, and no preview of
+-- theirs is kept for them). A head read here lives on: its time to live is
+-- renewed once half of `ttl` has passed (a read, mostly, not a write).
+local function shown_preview(h, last, ttl)
+  local head = get_head(h.head)
+  if head and redis.call('TTL', h.head) < ttl / 2 then redis.call('EXPIRE', h.head, ttl) end
+  return held_preview(h, head, last) or ''
 end
 
 -- The base ends here: the scripts that only read heads once per hash slot
@@ -583,18 +598,6 @@ local function read_up_to(u, conv, seq, ahead, max_kept)
   return status, st.read, now, differs(before, now)
 end
 
--- Flat conversation row: id, category, last, read, score, unread, mentions,
--- flags, and the preview an earlier layout kept in the state ('' if none:
--- the caller reads the head's).
-local function conversation_row(out, u, conv, st, score)
-  local now = counted(st)
-  for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,
-                      st.legacy or ''}) do
-    out[#out + 1] = v
-  end
-  return out
-end
-
 -- A message reaches a member -------------------------------------------------
 
 -- The member's state takes message `msg.seq` of `conv` (list score
@@ -814,14 +817,37 @@ end
 -- only a number, and the keys of its conversation are named from this.
 local conversations_prefix
 
--- A conversation's head and log keys, named as keys.rs names them (a unit
--- test holds the two together): the prefix, the escaped identifier, `}`.
+-- A conversation's head, log and earlier-messages keys, named as keys.rs
+-- names them (a unit test holds the two together): the prefix, the escaped
+-- identifier, `}`.
 local function conversation_keys(conv)
   local escaped = string.gsub(conv, '[^A-Za-z0-9%._%-@|%+#=/]', function(c)
     return string.format('%%%02X', string.byte(c))
   end)
   local head = conversations_prefix .. escaped .. '}'
-  return head, head .. ':group'
+  return head, head .. ':group', head .. ':earlier'
+end
+
+-- Flat conversation row: id, category, last, read, score, unread, mentions,
+-- flags, and its preview. On one Redis the preview is read here, from the
+-- conversation's head, in the same step as the row (a head read renews
+-- itself, `head_ttl`); on Redis Cluster the head lives in another slot and
+-- the caller reads it (previews.lua), so the row carries only what an
+-- earlier layout kept in the state. That preview shows when the head holds
+-- none for the row ('' if neither).
+local function conversation_row(out, u, conv, st, score, head_ttl)
+  local now = counted(st)
+  local preview = ''
+  if keeps_clocks() then
+    local head, _, earlier = conversation_keys(conv)
+    preview = shown_preview({head = head, earlier = earlier}, st.last, tonumber(head_ttl))
+  end
+  if preview == '' then preview = st.legacy or '' end
+  for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,
+                      preview}) do
+    out[#out + 1] = v
+  end
+  return out
 end
 
 -- Records that the member's state of large conversation `conv` has caught up
@@ -835,7 +861,10 @@ end
 -- layout, `applied NL head key NL log key`, still reads.)
 local function decode_membership(conv, value)
   local applied = tonumber(value)
-  if applied then return applied, conversation_keys(conv) end
+  if applied then
+    local head_key, group_key = conversation_keys(conv)
+    return applied, head_key, group_key
+  end
   local head_key, group_key
   applied, head_key, group_key = string.match(value, '^(%d+)\n([^\n]*)\n([^\n]*)$')
   if not applied then return nil end

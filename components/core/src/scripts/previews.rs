@@ -1,4 +1,5 @@
-//! `previews.lua`: the previews of listed rows, from their heads.
+//! `previews.lua`: the previews of listed rows, from their heads (on Redis
+//! Cluster; on one Redis the list reads them with its rows).
 
 use crate::Error;
 use crate::bindings::unread::core::types::Conversation;
@@ -42,10 +43,11 @@ impl Script for Previews<'_> {
 }
 
 impl Previews<'_> {
-    /// Fills in the previews of `rows` from their heads (one script call;
-    /// none for no rows).
+    /// Fills in the previews of `rows` from their heads on Redis Cluster
+    /// (one script per slot; none for no rows). On one Redis the script
+    /// that read the rows read their previews too, in the same step.
     pub async fn fill(tenant: &str, rows: &mut [Conversation]) -> Result<(), Error> {
-        if rows.is_empty() {
+        if rows.is_empty() || !crate::redis::is_cluster().await? {
             return Ok(());
         }
         let previews = crate::redis::run(&Previews { tenant, rows }).await?;

@@ -5,7 +5,7 @@
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'flag', 'on', 'max_pins', 'max_conversations', 'max_kept', 'require_loaded',
-          'channel', 'logs', 'conversations', 'clocks'},
+          'channel', 'head_ttl', 'logs', 'conversations', 'clocks'},
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
@@ -39,4 +39,4 @@ end
 st, where = find(U, conv)
 local score = st.score
 if where == 'conv' then score = redis.call('ZSCORE', U.list, conv) end
-return badge_reply(U, conversation_row({'ok'}, U, conv, st, score))
+return badge_reply(U, conversation_row({'ok'}, U, conv, st, score, A.head_ttl))

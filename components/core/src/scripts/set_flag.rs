@@ -58,6 +58,7 @@ impl Script for SetFlag<'_> {
         call.arg("max_kept", self.max_kept);
         call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
+        call.arg("head_ttl", crate::HEAD_TTL);
         call.logs(self.tenant);
     }
 

@@ -87,7 +87,9 @@ if converts then
   counter = 0
 end
 if group and counter then joiners = recorded_joiners(K) end
-local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl)
+-- On Redis Cluster a list reads its rows and their previews apart: the head
+-- keeps its earlier messages for a list caught between the two.
+local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl, not keeps_clocks())
 if group and counter then
   if A.mention_all == '1' and log_entry(conv, group, 'a', seq) then
     advanced = true
