@@ -828,3 +828,56 @@ async fn events_carry_seqs_and_counts_to_the_last_digit() {
     assert_eq!(m1["unread"].as_u64(), Some(LAST), "{m1}");
     assert_eq!(m1["badge"]["total"].as_u64(), Some(LAST + LAST - 2), "{m1}");
 }
+
+/// A message that makes the group large races a member's leave: whichever
+/// lands first, the one who left stays out (no row, nothing in the badge,
+/// no membership of the log), and every member sees what an app writing
+/// every member shows after the message and then the leave. Each order, and
+/// both at once, on one Redis and on a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leave_racing_the_message_that_makes_the_group_large_keeps_every_number() {
+    for cluster in [false, true] {
+        let raced = app_with_store(None, cluster).await;
+        let every =
+            App::with(Setup { variables: vec![("large_group_threshold", "0".into())], cluster, ..Setup::default() })
+                .await;
+        let five = ["m0", "m1", "m2", "m3", "m4"];
+        for round in 0..12 {
+            let conversation = format!("big{round}");
+            let touch = |seq: u64, sender: &str, members: &[&str]| {
+                message("acme", &conversation, seq, 1_000 * round + seq, sender, members)
+            };
+            for app in [&raced, &every] {
+                assert_eq!(app.touch(touch(1, "m0", &five[..3])).await.status, 200);
+            }
+            // Five named at once: the group becomes large, as m2 leaves (in
+            // turn before, after, and at the same time).
+            let crossing = raced.touch(touch(2, "m0", &five));
+            let leaving = raced.leave("acme", &conversation, &["m2"]);
+            let (touched, left) = match round % 3 {
+                0 => {
+                    let left = leaving.await;
+                    (crossing.await, left)
+                }
+                1 => {
+                    let touched = crossing.await;
+                    (touched, leaving.await)
+                }
+                _ => tokio::join!(crossing, leaving),
+            };
+            assert_eq!((touched.status, left.status), (200, 200), "cluster {cluster}, round {round}");
+            assert_eq!(every.touch(touch(2, "m0", &five)).await.status, 200);
+            assert_eq!(every.leave("acme", &conversation, &["m2"]).await.status, 200);
+            // A message of the large group names its sender alone.
+            assert_eq!(raced.touch(touch(3, "m1", &["m1"])).await.status, 200);
+            assert_eq!(every.touch(touch(3, "m1", &["m0", "m1", "m3", "m4"])).await.status, 200);
+            let record = raced.redis.stored("un:v2:{acme:m2}:groups", &conversation);
+            assert_eq!(record, None, "cluster {cluster}, round {round}: m2 left, yet is a member of the log");
+            for user in five {
+                let (got, wanted) = tokio::join!(seen(&raced, user), seen(&every, user));
+                assert_eq!(got, wanted, "cluster {cluster}, round {round}: {user}");
+            }
+        }
+        assert!(raced.redis.keys().iter().any(|key| key == "un:v2:head:{acme:big11}:group"), "cluster {cluster}");
+    }
+}
