@@ -306,8 +306,7 @@ async fn written_once(cluster: bool) {
     let groups = "un:v2:{acme:m398}:groups";
     let applied = app.redis.stored(groups, "big").unwrap();
     let earlier = format!("{applied}\nun:v2:head:{{acme:big}}\nun:v2:head:{{acme:big}}:group");
-    let holder = app.cluster.as_ref().map_or(&app.redis, |cluster| cluster.primary_of(groups));
-    let _: i64 = holder.command(&["HSET", groups, "big", &earlier]);
+    let _: i64 = app.holder(groups).command(&["HSET", groups, "big", &earlier]);
 
     // A message that names only its sender (who has read the conversation)
     // writes the conversation's head, its log's counter and its clock, and

@@ -76,6 +76,8 @@ async fn app_on(redis: &TlsRedis, verify: bool) -> App {
             ("redis_url", format!("rediss://:{PASSWORD}@127.0.0.1:{}/3{fragment}", redis.port)),
             ("redis_host", format!("rediss://127.0.0.1:{}", redis.port)),
         ],
+        // One server with TLS and database 3 (a cluster has database 0 only).
+        cluster: false,
         ..Setup::default()
     })
     .await

@@ -111,17 +111,16 @@ async fn a_user_with_nothing_listed_expires() {
     app.mark_read("acme", "ghost", "somewhere", 3).await;
     app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
     app.leave("acme", "c1", &["u2"]).await;
-    let mut redis = app.redis.connection().unwrap();
     for user in ["ghost", "u2"] {
         for key in app.redis.keys().iter().filter(|k| k.contains(&format!("{{acme:{user}}}"))) {
-            let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut redis).unwrap();
+            let ttl: i64 = app.holder(key).command(&["TTL", key]);
             assert!(ttl > 0 && ttl <= 30 * 24 * 3600, "{key}: ttl {ttl}");
         }
     }
     // Listed again: kept for good.
     app.touch(message("acme", "c2", 1, 2_000, "u1", &["u1", "u2"])).await;
     for key in app.redis.keys().iter().filter(|k| k.contains("{acme:u2}")) {
-        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut redis).unwrap();
+        let ttl: i64 = app.holder(key).command(&["TTL", key]);
         assert_eq!(ttl, -1, "{key}");
     }
 }

@@ -595,6 +595,12 @@ impl App {
         App { host: Some(host), redis, cluster, http: reqwest::Client::new(), base }
     }
 
+    /// The server that holds `key`: the app's Redis, or on a cluster the
+    /// primary serving its slot now.
+    pub fn holder(&self, key: &str) -> &std::sync::Arc<RedisServer> {
+        self.cluster.as_ref().map_or(&self.redis, |cluster| cluster.primary_of(key))
+    }
+
     /// Where the host serves: `http://127.0.0.1:<port>`.
     pub fn base(&self) -> &str {
         &self.base

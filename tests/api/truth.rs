@@ -106,7 +106,8 @@ async fn a_user_redis_lost_is_answered_from_sql_and_rebuilt() {
 async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
-        let app = app_on(&store).await;
+        // One server, which goes down below.
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), cluster: false, ..Setup::default() }).await;
         conversation(&store, "c1", "chat", &["u1", "u2"]).await;
         for seq in 1..=4 {
             send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
@@ -172,8 +173,8 @@ async fn reconcile_reports_and_fixes_injected_drift() {
 
         // Corrupt u2 on purpose: a wrong cursor, a lost conversation, a ghost
         // conversation and a badge out of step.
-        let mut redis = app.redis.connection().unwrap();
         let p = "un:v2:{acme:u2}:";
+        let mut redis = app.holder(&format!("{p}conv")).connection().unwrap();
         let _: () = redis::cmd("HSET")
             .arg(format!("{p}conv"))
             .arg("c1")

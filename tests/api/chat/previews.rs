@@ -53,7 +53,7 @@ async fn a_preview_is_stored_once_for_every_member() {
 /// earlier messages and such a row shows none at once.
 #[tokio::test]
 async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
-    let app = App::start().await;
+    let app = App::with(Setup { cluster: false, ..Setup::default() }).await;
     let u3 = not_told_of_message_2(&app).await;
     assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
     let keys = app.redis.keys();
@@ -74,8 +74,7 @@ async fn a_member_not_told_of_newer_messages_on_a_cluster_never_sees_their_previ
     assert_eq!(app.row("acme", "u3", "c1").await.unwrap()["preview"], hidden);
     // Once the recent messages are gone (seconds later), no preview at all.
     let earlier = "un:v2:head:{acme:c1}:earlier";
-    let holder = app.cluster.as_ref().unwrap().primary_of(earlier);
-    let _: i64 = holder.command(&["DEL", earlier]);
+    let _: i64 = app.holder(earlier).command(&["DEL", earlier]);
     let u3 = app.row("acme", "u3", "c1").await.unwrap();
     assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
 }
@@ -97,7 +96,7 @@ async fn not_told_of_message_2(app: &App) -> serde_json::Value {
 /// row's preview: on one Redis the rows and previews are read in one step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_while_a_page_is_read_keeps_every_preview_right() {
-    previews_stay_right_while_messages_come(App::start().await).await;
+    previews_stay_right_while_messages_come(App::with(Setup { cluster: false, ..Setup::default() }).await).await;
 }
 
 /// On a cluster a page reads its rows, then their previews: a message that
@@ -150,7 +149,7 @@ async fn previews_recalls_leave_for_untouched_messages_are_bounded() {
         assert_eq!(app.recall("acme", "c1", seq, &["u1", "u2"], Some(hidden)).await.status, 200);
     }
     let recalls = "un:v2:head:{acme:c1}:recalls";
-    let mut redis = app.redis.connection().unwrap();
+    let mut redis = app.holder(recalls).connection().unwrap();
     let pending: Vec<u64> = redis::cmd("HKEYS").arg(recalls).query(&mut redis).unwrap();
     assert_eq!(pending.iter().copied().collect::<std::collections::BTreeSet<_>>(), (25..=40).collect());
     // The newest are the ones kept: the touch of 40 shows its replacement.
@@ -167,14 +166,14 @@ async fn previews_recalls_leave_for_untouched_messages_are_bounded() {
 async fn rows_written_before_heads_keep_their_preview() {
     let app = App::start().await;
     app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await;
-    let mut redis = app.redis.connection().unwrap();
+    let mut redis = app.holder("un:v2:{acme:u2}:conv").connection().unwrap();
     let _: () = redis::cmd("HSET")
         .arg("un:v2:{acme:u2}:conv")
         .arg("c1")
         .arg(r#"1:0:0:0::chat::{"text":"earlier layout"}"#)
         .query(&mut redis)
         .unwrap();
-    let _: () = redis::cmd("DEL").arg("un:v2:head:{acme:c1}").query(&mut redis).unwrap();
+    let _: i64 = app.holder("un:v2:head:{acme:c1}").command(&["DEL", "un:v2:head:{acme:c1}"]);
     let row = app.row("acme", "u2", "c1").await.unwrap();
     assert_eq!((row["unread"].as_u64(), &row["preview"]), (Some(1), &json!({"text": "earlier layout"})));
     app.mark_read("acme", "u2", "c1", 1).await;

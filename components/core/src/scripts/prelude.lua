@@ -30,10 +30,10 @@
 -- Cluster, the messages the head held before (one string, newest first, a
 -- few, for seconds: there a list page reads its rows, then their previews
 -- from the heads' slots, and a message may come in between; on one Redis
--- it reads both in one step). Previews live there once per conversation, never in
--- a user's state. group, only for a large conversation (read diffusion): a
--- zset, the log of its recalls (`r<seq>`) and @all mentions (`a<seq>`)
--- scored by a counter, and the counter itself as `#`, moved by every
+-- it reads both in one step). Previews live there once per conversation,
+-- never in a user's state. group, only for a large conversation (read
+-- diffusion): a zset, the log of its recalls (`r<seq>`) and @all mentions
+-- (`a<seq>`) scored by a counter, and the counter itself as `#`, moved by every
 -- message and entry (the log keeps the newest LOG_ENTRIES, and as `~` the
 -- counter of the newest entry it dropped). joined, while the conversation
 -- is not large: who joined it in the last JOINERS_SECONDS (a zset scored by
