@@ -37,7 +37,7 @@ fn drop_app_connections(app: &App) {
 async fn a_restart_without_persistence_is_reported_as_lost() {
     // One server restarted empty (a cluster's primary fails over to its
     // replica instead, which keeps the data).
-    let app = App::with(Setup { cluster: false, ..Setup::default() }).await;
+    let app = App::with(Setup::one_server()).await;
     for seq in 1..=3 {
         assert_eq!(app.touch(message("acme", "c1", seq, 1_000 * seq, "u1", &["u1", "u2"])).await.status, 200);
     }
@@ -68,7 +68,7 @@ async fn a_restart_without_persistence_is_reported_as_lost() {
 async fn a_flush_is_reported_as_lost_and_a_new_redis_is_not() {
     // A new, empty Redis is not a loss (one server: a flushed cluster is
     // every primary at once, which the flush below is not).
-    let app = App::with(Setup { cluster: false, ..Setup::default() }).await;
+    let app = App::with(Setup::one_server()).await;
     assert_eq!(app.badge("acme", "u2").await.body.get("state"), None);
     assert_eq!(app.touch(message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"])).await.status, 200);
     assert_eq!(app.badge("acme", "u2").await.body["total"], 1);

@@ -1,18 +1,13 @@
 //! One Redis round trip per call (touch, mark-read, a list page with its
 //! previews, badge, a conversation's setting, recall), one connection per
 //! request at most (cached across requests of a reused instance), and
-//! `Content-Length` on every answer.
+//! `Content-Length` on every answer. On one server: a cluster splits a call
+//! by slot (cluster.rs covers it).
 
 use serde_json::json;
 use unread_host::{InstanceMode, RedisStats};
 
 use crate::support::{Answer, App, SERVICE_TOKEN, Setup, jwt, message};
-
-/// An app on one Redis server: the round trips counted here are one
-/// server's (on a cluster a call is split by slot; cluster.rs covers it).
-async fn one_server(setup: Setup) -> App {
-    App::with(Setup { cluster: false, ..setup }).await
-}
 
 /// Runs `call` and returns its answer with the Redis calls it made.
 async fn measured<F: std::future::Future<Output = Answer>>(app: &App, call: F) -> (Answer, RedisStats) {
@@ -78,7 +73,7 @@ async fn every_call(app: &App, seq: u64) -> Vec<(&'static str, Answer, RedisStat
 
 #[tokio::test]
 async fn a_reused_instance_makes_one_round_trip_per_call_on_its_cached_connection() {
-    let app = one_server(Setup::default()).await;
+    let app = App::with(Setup::one_server()).await;
     every_call(&app, 1).await; // each function's instance opens its connection once
     for seq in 2..=4 {
         for (name, answer, stats) in every_call(&app, seq).await {
@@ -90,7 +85,7 @@ async fn a_reused_instance_makes_one_round_trip_per_call_on_its_cached_connectio
 
 #[tokio::test]
 async fn a_fresh_instance_opens_one_connection_and_makes_one_round_trip() {
-    let app = one_server(Setup { instances: InstanceMode::PerRequest, ..Setup::default() }).await;
+    let app = App::with(Setup { instances: InstanceMode::PerRequest, ..Setup::one_server() }).await;
     every_call(&app, 1).await; // Redis learns each script (NOSCRIPT, then EVAL) once
     for seq in 2..=3 {
         for (name, answer, stats) in every_call(&app, seq).await {
@@ -105,7 +100,7 @@ async fn a_fresh_instance_opens_one_connection_and_makes_one_round_trip() {
 
 #[tokio::test]
 async fn scripts_are_reloaded_once_after_redis_forgot_them() {
-    let app = one_server(Setup::default()).await;
+    let app = App::with(Setup::one_server()).await;
     every_call(&app, 1).await;
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut app.redis.connection().unwrap()).unwrap();
     for (name, answer, stats) in every_call(&app, 2).await {
@@ -131,7 +126,7 @@ async fn assert_m2_has_the_group(app: &App, unread: u64) {
 
 #[tokio::test]
 async fn a_broken_cached_connection_is_replaced_within_the_request() {
-    let app = one_server(Setup::default()).await;
+    let app = App::with(Setup::one_server()).await;
     every_call(&app, 1).await;
     app.redis.kill();
     app.redis.restart();
@@ -150,7 +145,7 @@ async fn a_broken_cached_connection_is_replaced_within_the_request() {
 
 #[tokio::test]
 async fn every_answer_carries_content_length() {
-    let app = one_server(Setup::default()).await;
+    let app = App::with(Setup::one_server()).await;
     let mut answers: Vec<(String, Answer)> =
         every_call(&app, 1).await.into_iter().map(|(n, a, _)| (n.to_string(), a)).collect();
     answers.push(("404".into(), app.send("GET", "/nope", None, None).await));
@@ -167,7 +162,7 @@ async fn every_answer_carries_content_length() {
 /// script never walks): the same commands with 2 or 2 000 pending.
 #[tokio::test]
 async fn a_touch_costs_the_same_with_thousands_of_mentions_pending() {
-    let app = one_server(Setup::default()).await;
+    let app = App::with(Setup::one_server()).await;
     let members: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
     let members: Vec<&str> = members.iter().map(String::as_str).collect();
     let touch = |seq: u64| {

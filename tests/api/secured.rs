@@ -77,8 +77,7 @@ async fn app_on(redis: &TlsRedis, verify: bool) -> App {
             ("redis_host", format!("rediss://127.0.0.1:{}", redis.port)),
         ],
         // One server with TLS and database 3 (a cluster has database 0 only).
-        cluster: false,
-        ..Setup::default()
+        ..Setup::one_server()
     })
     .await
 }

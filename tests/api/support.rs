@@ -511,6 +511,15 @@ impl Default for Setup {
     }
 }
 
+impl Setup {
+    /// The default setup on one Redis server, whatever `UNREAD_TEST_REDIS`
+    /// says: for a test of one server by design (it kills, restarts or
+    /// flushes it, counts its round trips, or uses what a cluster lacks).
+    pub fn one_server() -> Self {
+        Setup { cluster: false, ..Setup::default() }
+    }
+}
+
 /// Both ways Spin may run a P3 component.
 pub fn modes() -> [InstanceMode; 2] {
     [InstanceMode::PerRequest, InstanceMode::spin_default()]

@@ -107,7 +107,7 @@ async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
         // One server, which goes down below.
-        let app = App::with(Setup { sql_url: Some(store.url.clone()), cluster: false, ..Setup::default() }).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::one_server() }).await;
         conversation(&store, "c1", "chat", &["u1", "u2"]).await;
         for seq in 1..=4 {
             send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;

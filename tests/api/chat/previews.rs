@@ -53,7 +53,7 @@ async fn a_preview_is_stored_once_for_every_member() {
 /// earlier messages and such a row shows none at once.
 #[tokio::test]
 async fn a_member_not_told_of_newer_messages_never_sees_their_preview() {
-    let app = App::with(Setup { cluster: false, ..Setup::default() }).await;
+    let app = App::with(Setup::one_server()).await;
     let u3 = not_told_of_message_2(&app).await;
     assert_eq!(u3["preview"], json!({}), "u3's last message is not the head's: no preview rather than another's");
     let keys = app.redis.keys();
@@ -96,7 +96,7 @@ async fn not_told_of_message_2(app: &App) -> serde_json::Value {
 /// row's preview: on one Redis the rows and previews are read in one step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_while_a_page_is_read_keeps_every_preview_right() {
-    previews_stay_right_while_messages_come(App::with(Setup { cluster: false, ..Setup::default() }).await).await;
+    previews_stay_right_while_messages_come(App::with(Setup::one_server()).await).await;
 }
 
 /// On a cluster a page reads its rows, then their previews: a message that

@@ -115,7 +115,7 @@ async fn flags_mentions_and_recalls_are_in_the_truth() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
         // One server, which restarts empty below: Redis lost everything.
-        let setup = Setup { sql_url: Some(store.url.clone()), cluster: false, ..Setup::default() };
+        let setup = Setup { sql_url: Some(store.url.clone()), ..Setup::one_server() };
         let app = App::with(setup).await;
         store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
         for seq in 1..=3 {
