@@ -16,8 +16,8 @@
 -- Reply: how many members' state changed.
 local K, A, members = declare {
   keys = {'head', 'group', 'joined'},
-  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'recorded', 'logs',
-          'conversations', 'clocks'},
+  args = {'conversation', 'seq', 'max_conversations', 'max_kept', 'idle_ttl', 'channel', 'head', 'large', 'recorded',
+          'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local conv, seq, max_kept = A.conversation, tonumber(A.seq), tonumber(A.max_kept)

@@ -66,7 +66,11 @@ local function declare(spec)
   local each_args = spec.each and spec.each.args or {}
   local extra_args = #ARGV - #fixed_args
   local n = 0
-  if #each_args > 0 then n = extra_args / #each_args elseif #each_keys > 0 then n = (#KEYS - #fixed_keys) / #each_keys end
+  if #each_args > 0 then
+    n = extra_args / #each_args
+  elseif #each_keys > 0 then
+    n = (#KEYS - #fixed_keys) / #each_keys
+  end
   local with_fixed = #KEYS == #fixed_keys + n * #each_keys
   local without_fixed = #fixed_keys > 0 and #each_args > 0 and #KEYS == n * #each_keys
   if n ~= math.floor(n) or n < 0 or extra_args ~= n * #each_args or not (with_fixed or without_fixed) then
@@ -935,7 +939,9 @@ local function take_logs(A, users, from_start)
       local conv, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
       if conv then
         local log = {counter = tonumber(counter), head = decode_head(head), entries = {}}
-        for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do log.entries[#log.entries + 1] = {entry, tonumber(at)} end
+        for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do
+          log.entries[#log.entries + 1] = {entry, tonumber(at)}
+        end
         given_logs[conv] = log
       end
     end

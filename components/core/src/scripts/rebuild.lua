@@ -111,7 +111,8 @@ local function compare(u, truth)
       differs_at_all = true
       if t.listed then
         local have = 0
-        if redis.call('HGET', u.conv, t.conv) then have = counted(decode_state(redis.call('HGET', u.conv, t.conv))).unread end
+        local held = redis.call('HGET', u.conv, t.conv)
+        if held then have = counted(decode_state(held)).unread end
         if have ~= counted(t.st).unread or not same_state(value, expected) or score ~= t.st.score then
           note(t.conv, have, counted(t.st).unread, true)
         end
@@ -207,7 +208,8 @@ for _, u in ipairs(users) do
   out[#out + 1] = u.user
   if version(u) ~= u.version then
     for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
-  elseif A.load_empty ~= '1' and u.rows == '' and redis.call('EXISTS', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks, u.meta) == 0 then
+  elseif A.load_empty ~= '1' and u.rows == ''
+    and redis.call('EXISTS', u.list, u.conv, u.kept, u.age, u.badge, u.pinned, u.marks, u.meta) == 0 then
     -- Nothing in the truth and nothing here, and named by another caller (a
     -- leave or delete for a stranger, say): no keys; staying unloaded, the
     -- user's next read asks SQL, which answers nothing as cheaply.
