@@ -271,6 +271,8 @@ async fn written_once(cluster: bool) {
     assert!(converting > 400 * 3, "the first message writes every member it names: {converting}");
 
     let mut events = Events::subscribe(&app, "acme");
+    let mentioned = "un:v2:{acme:m7}:groups";
+    let record = app.redis.stored(mentioned, "big").unwrap();
     let before = app.redis.commands_run();
     let mut body = message("acme", "big", 2, 1_002, "m1", &["m1", "m7"]);
     body["mentions"] = json!(["m7"]);
@@ -287,6 +289,9 @@ async fn written_once(cluster: bool) {
     assert_eq!(conversation[0]["seq"], 2);
     let users: BTreeSet<&str> = events.iter().filter_map(|e| e["user"].as_str()).collect();
     assert_eq!(users, BTreeSet::from(["m1", "m7"]), "{events:?}");
+    // Only messages came since: the member mentioned keeps its record until
+    // its next call (its state holds the message and its mention).
+    assert_eq!(app.redis.stored(mentioned, "big").unwrap(), record, "m7's record");
 
     for (user, unread, mentions) in [("m0", 1, 0), ("m1", 0, 0), ("m7", 2, 1), ("m399", 2, 0)] {
         let row = app.row("acme", user, "big").await.unwrap();
@@ -310,17 +315,28 @@ async fn written_once(cluster: bool) {
 
     // A message that names only its sender (who has read the conversation)
     // writes the conversation's head, its log's counter and its clock, and
-    // the sender's state once (list, state, version, membership), though the
-    // sender's state catches up with the log too; on a cluster also the
-    // head's earlier messages, for a list that reads its previews apart.
+    // the sender's state once (list, state, version), though the sender's
+    // state catches up with the log too; on a cluster also the head's
+    // earlier messages, for a list that reads its previews apart. Only
+    // messages came since the sender's membership record, so it stays.
+    let sender = "un:v2:{acme:m1}:groups";
+    let record = app.redis.stored(sender, "big").unwrap();
     let before = app.redis.writes_run();
     assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
     let writes = app.redis.writes_run() - before;
-    assert_eq!(writes, if cluster { 8 } else { 7 }, "a message to 400 members");
+    assert_eq!(writes, if cluster { 7 } else { 6 }, "a message to 400 members");
+    assert_eq!(app.redis.stored(sender, "big").unwrap(), record, "the sender's record waits for its next call");
+    // An @all mention from another member comes after; the sender's next
+    // call catches up with both and moves its record.
+    let mut body = message("acme", "big", 4, 1_004, "m2", &["m2"]);
+    body["mention_all"] = json!(true);
+    assert_eq!(app.touch(body).await.status, 200);
     let row = app.row("acme", "m1", "big").await.unwrap();
-    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(0)));
+    let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
+    assert_eq!(numbers, (Some(4), Some(1), Some(1)), "the sender after an @all mention");
+    assert_ne!(app.redis.stored(sender, "big").unwrap(), record, "the sender caught up");
     let row = app.row("acme", "m398", "big").await.unwrap();
-    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(3), Some(3)), "m398");
+    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(4), Some(4)), "m398");
 }
 
 #[tokio::test]

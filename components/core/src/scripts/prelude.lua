@@ -669,8 +669,9 @@ end
 -- A large conversation's log keeps this many recalls and @all mentions. A
 -- member whose state is further behind than that is owed entries the log
 -- no longer has: `~` (TRIMMED), scored by the newest entry dropped, tells.
+-- The counter is the member `#` (COUNTER), scored by its value.
 local LOG_ENTRIES = 1024
-local TRIMMED = '~'
+local TRIMMED, COUNTER = '~', '#'
 
 -- With a SQL store (a script's argument `require_loaded`), a member owed
 -- entries the log dropped is rebuilt from the truth, which holds them;
@@ -681,7 +682,7 @@ local rebuilds_from_truth = false
 -- conversation is not large.
 local function log_counter(group)
   -- ZSCORE of no member gives false: the counter is nil then, as said.
-  local counter = redis.call('ZSCORE', group, '#')
+  local counter = redis.call('ZSCORE', group, COUNTER)
   if not counter then return nil end
   return tonumber(counter)
 end
@@ -745,7 +746,7 @@ end
 -- Makes the conversation large (its log starts empty); returns whether it
 -- was not (its log is new).
 local function make_large(conv, group)
-  local made = redis.call('ZADD', group, 'NX', 0, '#') == 1
+  local made = redis.call('ZADD', group, 'NX', 0, COUNTER) == 1
   if made then set_clock(conv, 0) end
   return made
 end
@@ -798,7 +799,7 @@ end
 local function log_entry(conv, group, kind, seq)
   local entry = kind .. int(seq)
   if redis.call('ZSCORE', group, entry) then return false end
-  local counter = redis.call('ZINCRBY', group, 1, '#')
+  local counter = redis.call('ZINCRBY', group, 1, COUNTER)
   redis.call('ZADD', group, counter, entry)
   set_clock(conv, counter)
   trim_log(group)
@@ -807,7 +808,7 @@ end
 
 -- A message moved the head: members have something to catch up with.
 local function log_message(conv, group)
-  set_clock(conv, redis.call('ZINCRBY', group, 1, '#'))
+  set_clock(conv, redis.call('ZINCRBY', group, 1, COUNTER))
 end
 
 -- The event of a large conversation's message, once for all its members
@@ -1005,6 +1006,15 @@ local function add_logged(msg, log, applied)
     if kind == 'r' then msg.recalled[#msg.recalled + 1] = tonumber(seq)
     elseif kind == 'a' then msg.all[#msg.all + 1] = tonumber(seq) end
   end
+end
+
+-- Whether nothing but messages moved the log after `applied`: no recall,
+-- @all mention or dropped entry, only the counter.
+local function only_messages(log, applied)
+  for _, e in ipairs(log.entries) do
+    if e[1] ~= COUNTER and e[2] > applied then return false end
+  end
+  return true
 end
 
 -- Whether the member, caught up to `applied`, is owed an entry the log

@@ -124,7 +124,11 @@ local function write_member(m, st, where, large)
   local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
   if changed then applied = 1 end
   if b then
-    join_large(m, conv, b.log.counter)
+    -- The member (the sender, or mentioned by name) keeps its record if
+    -- only messages moved the log since (the head alone carries them): its
+    -- next call catches up with what came by then, as it would after any
+    -- later message, and a message is one write fewer.
+    if not only_messages(b.log, b.applied) then join_large(m, conv, b.log.counter) end
   elseif counter and not large and not (st and has_flag(st, 'x')) then
     join_large(m, conv, counter)
   end
