@@ -124,3 +124,48 @@ async fn a_user_with_nothing_listed_expires() {
         assert_eq!(ttl, -1, "{key}");
     }
 }
+
+/// A head lives 90 days past its conversation's last message, and a list
+/// page showing a row older than half that renews it, so that a listed
+/// conversation keeps its preview however quiet it is. On a cluster a page
+/// reads the heads of newer rows with plain reads, which renew nothing
+/// (those heads have half their life or more left), and takes the script
+/// for older rows; one Redis reads and renews every row's head in the
+/// page's own script.
+#[tokio::test]
+async fn a_list_page_renews_the_heads_of_rows_older_than_half_a_heads_life() {
+    let app = App::start().await;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    const DAY: u64 = 24 * 3600 * 1000;
+    let ages = [1, 60, 400];
+    for (i, age) in ages.iter().enumerate() {
+        let mut body = message("acme", &format!("c{i}"), 1, now - age * DAY, "u1", &["u1", "me"]);
+        body["preview"] = json!({"text": format!("in c{i}")});
+        assert_eq!(app.touch(body).await.status, 200);
+    }
+    // As if most of every head's life had passed.
+    let head = |i: usize| format!("un:v2:head:{{acme:c{i}}}");
+    for i in 0..ages.len() {
+        let _: i64 = app.holder(&head(i)).command(&["EXPIRE", &head(i), "1000"]);
+    }
+    let gets = || app.redis.commands_by_name().get("get").copied().unwrap_or(0);
+    let rows = app.whole_list("acme", "me", 10).await;
+    let shown: Vec<(&str, &str)> =
+        rows.iter().map(|row| (row["id"].as_str().unwrap(), row["preview"]["text"].as_str().unwrap())).collect();
+    assert_eq!(shown, [("c0", "in c0"), ("c1", "in c1"), ("c2", "in c2")]);
+    let ttl = |i: usize| -> i64 { app.holder(&head(i)).command(&["TTL", &head(i)]) };
+    for i in [1, 2] {
+        assert!(ttl(i) > 80 * 24 * 3600, "c{i}, {} days old: its head was renewed", ages[i]);
+    }
+    if app.cluster.is_some() {
+        assert!(ttl(0) <= 1000, "a day-old row's head was read plainly");
+        // Again, every script loaded: the page's script and one per older
+        // row (its own slot), and one GET per row (a script's count too).
+        let scripts = || app.redis.command_stats().get("evalsha").map_or(0, |(calls, _)| *calls);
+        let (gets_before, scripts_before) = (gets(), scripts());
+        assert_eq!(app.whole_list("acme", "me", 10).await.len(), 3);
+        assert_eq!((gets() - gets_before, scripts() - scripts_before), (3, 3));
+    } else {
+        assert!(ttl(0) > 80 * 24 * 3600, "one Redis renews every row's head it reads");
+    }
+}

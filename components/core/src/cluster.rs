@@ -334,6 +334,32 @@ async fn read_clocks(clocks: &str, conversations: &[&str], until: Instant) -> Re
     Ok(counters)
 }
 
+/// The values of `keys`, each read with a plain `GET` from its slot's node,
+/// all at once; none where a key holds nothing. A list page's previews read
+/// their heads so: a script per head cost Redis some ten times the command
+/// (its prelude run anew, its arguments named).
+pub async fn get_each(keys: &[String], within: Duration) -> Result<Vec<Option<Vec<u8>>>, Error> {
+    let until = Instant::now() + within;
+    let parts: Vec<Part> = keys
+        .iter()
+        .enumerate()
+        .map(|(index, key)| {
+            let mut call = Call::default();
+            call.keys.push(key.clone());
+            Part { slot: Some(slot(key)), with_fixed_keys: false, items: vec![index], call }
+        })
+        .collect();
+    let replies = all(parts.iter().map(|part| run_part(Sent::Command("GET"), part, until))).await;
+    replies
+        .into_iter()
+        .map(|values| match values?.as_slice() {
+            [RedisResult::Nil] => Ok(None),
+            [RedisResult::Binary(bytes)] => Ok(Some(bytes.clone())),
+            _ => Err(malformed()),
+        })
+        .collect()
+}
+
 /// Runs a script without keys on the `index`th primary (sorted by
 /// address), for a walk over every primary's keys; also gives how many
 /// primaries there are.

@@ -507,7 +507,7 @@ fn reachability(checked: Result<(), Error>) -> Reachability {
 
 /// Runs two futures at the same time (on the instance's one thread) and
 /// gives both results.
-async fn both<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {
+pub(crate) async fn both<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {
     use std::task::Poll;
     let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
     let (mut left, mut right) = (None, None);

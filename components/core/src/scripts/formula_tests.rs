@@ -6,7 +6,9 @@
 //! a membership record, which holds only a number) and `ConversationKeys`,
 //! and of a conversation's clock: `clock_key` and `keys::clock`. And how
 //! far a membership record says its member caught up: `membership_applied`
-//! in both, the Rust one reading what `take_logs` answers on a cluster.
+//! in both, the Rust one reading what `take_logs` answers on a cluster. And
+//! a head's last message and preview: `decode_head` and `head_message`, the
+//! Rust one reading heads a cluster's list page gets with plain `GET`s.
 
 use mlua::{Function, Lua, Table};
 
@@ -21,7 +23,8 @@ fn prelude() -> (Lua, Table) {
         "KEYS, ARGV = {{}}, {{}}\nredis = {{}}\ncjson = {{}}\n{PRELUDE}\n\
          return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
          take_logs = take_logs, conversation_keys = conversation_keys, \
-         use_clocks = use_clocks, clock_key = clock_key, membership_applied = membership_applied}}"
+         use_clocks = use_clocks, clock_key = clock_key, membership_applied = membership_applied, \
+         decode_head = decode_head}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -168,4 +171,32 @@ fn lua_and_rust_read_how_far_a_membership_record_says_alike() {
         .collect();
     assert_eq!(wanted, expected);
     assert_eq!(wanted.len(), 4, "the records that are records");
+}
+
+#[test]
+fn lua_and_rust_read_a_heads_message_and_preview_alike() {
+    use crate::scripts::previews::head_message;
+
+    let (_lua, functions) = prelude();
+    let decode: Function = functions.get("decode_head").unwrap();
+    let heads = [
+        "7:1764460800123007:chat:{\"text\":\"hi\"}",
+        "12::chat:",
+        "3:5:work_2-b:a:b:c",
+        "4:5::{\"text\":\"line\\nbreak: é\"}",
+        "9:5:chat:multi\nline",
+        "",
+        "x:5:chat:{}",
+        ":5:chat:{}",
+        "7:5x:chat:{}",
+        "7:5:ch at:{}",
+        "7:5:chat",
+        "7",
+    ];
+    for head in heads {
+        let lua: Option<Table> = decode.call(head).unwrap();
+        let lua = lua.map(|h| (h.get::<u64>("seq").unwrap(), h.get::<String>("preview").unwrap()));
+        let rust = head_message(head).map(|(seq, preview)| (seq, preview.to_string()));
+        assert_eq!(rust, lua, "{head:?}");
+    }
 }
