@@ -313,21 +313,38 @@ async fn written_once(cluster: bool) {
     let earlier = format!("{applied}\nun:v2:head:{{acme:big}}\nun:v2:head:{{acme:big}}:group");
     let _: i64 = app.holder(groups).command(&["HSET", groups, "big", &earlier]);
 
+    // A conversation of m1's whose last message comes between messages 2
+    // and 3 of the large one (scores 1 002 002 and 1 003 003).
+    assert_eq!(app.touch(message("acme", "side", 500, 1_002, "m9", &["m9", "m1"])).await.status, 200);
+    let first_row = || async { app.list("acme", "m1", "limit=1").await.body["conversations"][0]["id"].clone() };
+    assert_eq!(first_row().await, "side");
+
     // A message that names only its sender (who has read the conversation)
     // writes the conversation's head, its log's counter and its clock, and
-    // the sender's state once (list, state, version), though the sender's
-    // state catches up with the log too; on a cluster also the head's
-    // earlier messages, for a list that reads its previews apart. Only
-    // messages came since the sender's membership record, so it stays.
+    // the sender's state (and version), though the sender's state catches
+    // up with the log too; on a cluster also the head's earlier messages,
+    // for a list that reads its previews apart. Only messages came since
+    // the sender's membership record, so it stays, and so does the
+    // sender's list score: its next call raises it to the head's.
     let sender = "un:v2:{acme:m1}:groups";
+    let list = "un:v2:{acme:m1}:list";
     let record = app.redis.stored(sender, "big").unwrap();
+    let score = |list: Vec<(String, f64)>| list.into_iter().find(|(c, _)| c == "big").map(|(_, s)| s as u64);
+    assert_eq!(score(app.redis.sorted_set(list)), Some(1_002_002));
     let before = app.redis.writes_run();
     assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &["m1"])).await.status, 200);
     let writes = app.redis.writes_run() - before;
-    assert_eq!(writes, if cluster { 7 } else { 6 }, "a message to 400 members");
+    assert_eq!(writes, if cluster { 6 } else { 5 }, "a message to 400 members");
     assert_eq!(app.redis.stored(sender, "big").unwrap(), record, "the sender's record waits for its next call");
+    assert_eq!(score(app.redis.sorted_set(list)), Some(1_002_002), "the sender's score waits too");
+    // The sender's next call orders its list by the message all the same.
+    assert_eq!(first_row().await, "big");
+    assert_eq!(score(app.redis.sorted_set(list)), Some(1_003_003), "the sender's score caught up");
+    let caught_up = app.redis.stored(sender, "big").unwrap();
+    assert_ne!(caught_up, record, "the sender's call moved its record");
+    let record = caught_up;
     // An @all mention from another member comes after; the sender's next
-    // call catches up with both and moves its record.
+    // call counts it and moves its record.
     let mut body = message("acme", "big", 4, 1_004, "m2", &["m2"]);
     body["mention_all"] = json!(true);
     assert_eq!(app.touch(body).await.status, 200);
@@ -337,6 +354,42 @@ async fn written_once(cluster: bool) {
     assert_ne!(app.redis.stored(sender, "big").unwrap(), record, "the sender caught up");
     let row = app.row("acme", "m398", "big").await.unwrap();
     assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(4), Some(4)), "m398");
+}
+
+#[tokio::test]
+async fn a_sender_s_large_group_keeps_its_place_when_a_catch_up_fills_the_list() {
+    keeps_its_place(false).await;
+}
+
+#[tokio::test]
+async fn a_sender_s_large_group_on_a_cluster_keeps_its_place_when_a_catch_up_fills_the_list() {
+    keeps_its_place(true).await;
+}
+
+/// A large group's message leaves its sender's list score to the sender's
+/// next catch-up; a catch-up that brings another conversation back into a
+/// full list (4 here) must not push that group out for older than it is.
+async fn keeps_its_place(cluster: bool) {
+    let app = app(3, cluster).await;
+    let members: Vec<String> = (0..5).map(member).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let ids = |rows: Vec<Value>| rows.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    // Both groups are large from their first message; m1's records name
+    // "big2" first, so its catch-up takes "big2" first.
+    assert_eq!(app.touch(message("acme", "big2", 1, 1_000, "m0", &names)).await.status, 200);
+    assert_eq!(app.touch(message("acme", "big", 1, 2_000, "m0", &names)).await.status, 200);
+    for (i, id) in ["o1", "o2", "o3"].into_iter().enumerate() {
+        assert_eq!(app.touch(message("acme", id, 1, 3_000 + i as u64, "x", &["x", "m1"])).await.status, 200);
+    }
+    assert_eq!(ids(app.whole_list("acme", "m1", 10).await), ["o3", "o2", "o1", "big"], "big2 went to kept");
+    // m1 writes to "big" (its score waits), then "big2" has a newer message
+    // that does not write m1.
+    assert_eq!(app.touch(message("acme", "big", 2, 5_000, "m1", &["m1"])).await.status, 200);
+    assert_eq!(app.touch(message("acme", "big2", 2, 4_000, "m0", &["m0"])).await.status, 200);
+    // m1's next call brings "big2" back and trims the oldest: "o1", not "big".
+    assert_eq!(ids(app.whole_list("acme", "m1", 10).await), ["big", "big2", "o3", "o2"]);
+    let row = app.row("acme", "m1", "big").await.unwrap();
+    assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(2), Some(0)), "m1's own message");
 }
 
 #[tokio::test]

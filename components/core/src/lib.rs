@@ -505,6 +505,12 @@ fn reachability(checked: Result<(), Error>) -> Reachability {
     }
 }
 
+/// Milliseconds since the epoch, the clock of a row's `ts` and of the
+/// truth's `updated_at` stamps.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Runs two futures at the same time (on the instance's one thread) and
 /// gives both results.
 pub(crate) async fn both<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {

@@ -86,7 +86,7 @@ pub async fn join_cursors(url: &str, tenant: &str, cursors: &[(String, String, u
 }
 
 async fn upsert_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)], read: bool) -> Result<(), Error> {
-    let now = now_ms();
+    let now = crate::now_ms() as i64;
     for cursors in cursors.chunks(ROWS_PER_STATEMENT) {
         let params = cursors
             .iter()
@@ -131,7 +131,7 @@ pub struct Stale {
 /// what it had before, so the next Redis connection makes the user's next
 /// read rebuild from the truth (see `redis::open`).
 pub async fn mark_stale(url: &str, tenant: &str, user: &str) -> Result<(), Error> {
-    let params = vec![text(tenant), text(user), Param::Int(now_ms())];
+    let params = vec![text(tenant), text(user), Param::Int(crate::now_ms() as i64)];
     execute(url, |store| insert_new(store, "unread_stale_users (tenant, user_id, since)", 3, 1), params).await
 }
 
@@ -200,7 +200,8 @@ pub async fn set_setting(
     setting: Setting,
     on: bool,
 ) -> Result<(), Error> {
-    let params = vec![text(tenant), text(user), text(conversation), Param::Int(on.into()), Param::Int(now_ms())];
+    let params =
+        vec![text(tenant), text(user), text(conversation), Param::Int(on.into()), Param::Int(crate::now_ms() as i64)];
     execute(url, |store| setting_statement(store, setting), params).await
 }
 
@@ -406,10 +407,6 @@ fn unavailable(error: String) -> Error {
 
 fn text(value: &str) -> Param {
     Param::Text(value.to_string())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 fn malformed(what: &str) -> Error {

@@ -510,19 +510,50 @@ local function enlist(u, conv, st, score)
   if has_flag(st, 'p') then redis.call('HSET', u.pinned, conv, '1') end
 end
 
+-- A listed conversation's list score rises to `score` (its head's) if it is
+-- lower: a message to a large conversation leaves the score of a member it
+-- writes to the member's catch-up (`score_waits` in reach). Returns whether
+-- it rose.
+local function raise_score(u, conv, score)
+  local held = tonumber(redis.call('ZSCORE', u.list, conv))
+  score = tonumber(score)
+  if not (held and score and held < score) then return false end
+  redis.call('ZADD', u.list, int(score), conv)
+  return true
+end
+
+-- The score of large conversation `conv`'s head, if this script knows it
+-- (defined with the large conversations, below).
+local head_score
+
+-- The listed conversation that goes first when the list is full: the oldest
+-- one not pinned (nil if none), and its score. A large conversation's score
+-- that waits for the member's catch-up rises to its head's first, so that a
+-- catch-up, which brings conversations back one by one, never takes one for
+-- older than it is.
+local function oldest_unpinned(u)
+  while true do
+    local rows = redis.call('ZRANGE', u.list, 0, redis.call('HLEN', u.pinned), 'WITHSCORES')
+    local oldest, score
+    for i = 1, #rows, 2 do
+      if redis.call('HEXISTS', u.pinned, rows[i]) == 0 then
+        oldest, score = rows[i], tonumber(rows[i + 1])
+        break
+      end
+    end
+    if not oldest or redis.call('HEXISTS', u.groups, oldest) == 0
+      or not raise_score(u, oldest, head_score(oldest)) then
+      return oldest, score
+    end
+  end
+end
+
 -- Keeps the newest max_conversations listed (pinned ones always stay); the
 -- rest go to kept with their cursors. Returns whether the badge moved.
 local function trim(u, max_conversations, max_kept)
   local moved = false
   while redis.call('ZCARD', u.list) > max_conversations do
-    local pins = redis.call('HLEN', u.pinned)
-    local oldest
-    for _, conv in ipairs(redis.call('ZRANGE', u.list, 0, pins)) do
-      if redis.call('HEXISTS', u.pinned, conv) == 0 then
-        oldest = conv
-        break
-      end
-    end
+    local oldest = oldest_unpinned(u)
     if not oldest then return moved end
     local st, was = unlist(u, oldest)
     if differs(was, NOTHING) then moved = true end
@@ -551,14 +582,7 @@ local function rebalance(u, max_conversations, max_kept)
   end)
   for _, candidate in ipairs(candidates) do
     if redis.call('ZCARD', u.list) >= max_conversations then
-      local oldest, oldest_score
-      local rows = redis.call('ZRANGE', u.list, 0, redis.call('HLEN', u.pinned), 'WITHSCORES')
-      for i = 1, #rows, 2 do
-        if redis.call('HEXISTS', u.pinned, rows[i]) == 0 then
-          oldest, oldest_score = rows[i], tonumber(rows[i + 1])
-          break
-        end
-      end
+      local oldest, oldest_score = oldest_unpinned(u)
       local newer = oldest and (candidate.score > oldest_score
         or (candidate.score == oldest_score and candidate.conv > oldest))
       if not newer then break end
@@ -608,7 +632,9 @@ end
 -- `msg.score`, category `msg.category`): `msg.role` 's' sent it (it reads the
 -- conversation for them), 'm' mentioned by name, '' neither; `msg.mention_all`;
 -- `msg.recalled` and `msg.all` are seqs recalled and mentioning everyone,
--- from a large conversation's log. Idempotent and order-free: an older
+-- from a large conversation's log. With `msg.score_waits` a listed
+-- conversation keeps its list score: the member's next catch-up raises it
+-- to the head's (raise_score). Idempotent and order-free: an older
 -- message never moves the conversation but still brings its mention if it
 -- is unread; a left or deleted conversation stays gone. Returns whether the
 -- state changed, whether its numbers moved, and what it counts now.
@@ -655,7 +681,7 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
   end
   if where ~= 'conv' then
     enlist(m, conv, st, msg.score)
-  elseif newer then
+  elseif newer and not msg.score_waits then
     redis.call('ZADD', m.list, msg.score, conv)
   end
   local now = save(m, conv, before, st)
@@ -998,6 +1024,19 @@ local function behind(conv, value)
   return {applied = applied, log = read_log(head_key, group_key, applied)}
 end
 
+-- The score of large conversation `conv`'s head: read here on one Redis,
+-- from its given log on a cluster (nil if none was given: then it did not
+-- move since the caller read the logs).
+function head_score(conv)
+  local head
+  if given_logs then
+    head = given_logs[conv] and given_logs[conv].head
+  else
+    head = get_head((conversation_keys(conv)))
+  end
+  return head and head.score
+end
+
 -- Adds to `msg` the recalls and @all mentions the log holds after `applied`.
 local function add_logged(msg, log, applied)
   for _, e in ipairs(log.entries) do
@@ -1062,6 +1101,7 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   end
   add_logged(msg, log, applied)
   local changed = reach(u, conv, st, where, msg, max_conversations, max_kept)
+  if head then raise_score(u, conv, head.score) end
   join_large(u, conv, log.counter)
   return changed
 end

@@ -57,7 +57,7 @@ impl Previews<'_> {
         if rows.is_empty() || !crate::redis::is_cluster().await? {
             return Ok(());
         }
-        let now = now_ms();
+        let now = crate::now_ms();
         let (young, old): (Vec<usize>, Vec<usize>) =
             (0..rows.len()).partition(|&i| now.saturating_sub(rows[i].ts) < crate::HEAD_TTL * 1000 / 2);
         let keys: Vec<String> = young.iter().map(|&i| ConversationKeys::new(tenant, &rows[i].id).key("head")).collect();
@@ -114,9 +114,4 @@ pub fn head_message(text: &str) -> Option<(u64, &str)> {
         return None;
     }
     Some((seq.parse().ok()?, preview))
-}
-
-/// Milliseconds since the epoch, as the rows' `ts`.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

@@ -119,16 +119,22 @@ local function write_member(m, st, where, large)
     b = nil
   end
   if (b and owed_from_truth(m, b.log, b.applied)) or unloaded(m, A.require_loaded) then return false end
-  msg.role, msg.recalled, msg.all = m.role, {}, {}
+  -- The member (the sender, or mentioned by name) keeps its record if only
+  -- messages moved the log since (the head alone carries them): its next
+  -- call catches up with what came by then, as it would after any later
+  -- message, and raises its list score to the head's then (the record says
+  -- it is behind), so a message writes neither.
+  local waits = b and only_messages(b.log, b.applied)
+  msg.role, msg.recalled, msg.all, msg.score_waits = m.role, {}, {}, waits
   if b then add_logged(msg, b.log, b.applied) end
   local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
   if changed then applied = 1 end
   if b then
-    -- The member (the sender, or mentioned by name) keeps its record if
-    -- only messages moved the log since (the head alone carries them): its
-    -- next call catches up with what came by then, as it would after any
-    -- later message, and a message is one write fewer.
-    if not only_messages(b.log, b.applied) then join_large(m, conv, b.log.counter) end
+    if not waits then
+      -- The record moves on: a score an earlier message left waits no more.
+      if b.log.head then raise_score(m, conv, b.log.head.score) end
+      join_large(m, conv, b.log.counter)
+    end
   elseif counter and not large and not (st and has_flag(st, 'x')) then
     join_large(m, conv, counter)
   end

@@ -5,7 +5,7 @@
 //! MySQL compares through the view's collation; the casts to binary keep a
 //! match exact while the plain comparisons let the view's index serve it.
 
-use super::{Param, Store, Value, malformed, now_ms, query_built, returning, text};
+use super::{Param, Store, Value, malformed, query_built, returning, text};
 use crate::Error;
 
 /// Whether a user may change one of their settings of a conversation.
@@ -30,7 +30,7 @@ pub async fn read_as_member(
     seq: u64,
     ahead: u64,
 ) -> Result<bool, Error> {
-    let now = now_ms();
+    let now = crate::now_ms() as i64;
     let rows = query_built(url, |store| {
         let values = [text(tenant), text(user), text(conversation), Param::Int(seq as i64), Param::Int(ahead as i64)];
         read_statement(store, &values, now)
