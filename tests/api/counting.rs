@@ -7,7 +7,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde_json::{Value, json};
 
-use crate::support::{App, Setup, assert_badge_consistent, message, modes, unread_by_conversation};
+use crate::support::{App, Setup, assert_badge_consistent, ids, message, modes, unread_by_conversation};
 
 #[tokio::test]
 async fn unread_is_last_seq_minus_read_seq() {
@@ -125,7 +125,6 @@ async fn the_list_is_newest_first_and_late_messages_do_not_reorder_it() {
     app.touch(message("acme", "b", 6, ts, "u1", &["u1", "u2"])).await;
     app.touch(message("acme", "c", 1, ts - 1, "u1", &["u1", "u2"])).await;
     app.touch(message("acme", "d", 9, ts + 1, "u1", &["u1", "u2"])).await;
-    let ids = |rows: &[Value]| rows.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     assert_eq!(ids(&app.whole_list("acme", "u2", 20).await), ["d", "b", "a", "c"]);
     // An older seq of d arriving late, with a newer ts, moves nothing.
     let mut late = message("acme", "d", 8, ts + 50, "u1", &["u1", "u2"]);

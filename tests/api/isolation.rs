@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     ADMIN_TOKEN, Answer, App, Events, JWT_SECRET, KeySpace, SERVICE_TOKEN, assert_key_space_unchanged, assert_refused,
-    jwt, message, signed_jwt,
+    ids, jwt, message, signed_jwt,
 };
 
 /// The users whose state acme/u1 must never reach.
@@ -73,10 +73,6 @@ async fn seeded() -> (App, Vec<Seen>) {
     );
     assert!(before.iter().all(|s| !s.keys.is_empty()));
     (app, before)
-}
-
-fn ids(rows: &[Value]) -> Vec<&str> {
-    rows.iter().map(|r| r["id"].as_str().unwrap()).collect()
 }
 
 fn row<'a>(rows: &'a [Value], id: &str) -> &'a Value {

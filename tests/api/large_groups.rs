@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{App, Events, Setup, message};
+use crate::support::{App, Events, Setup, ids, message};
 
 /// Members of the group at first (under the threshold), and how many join
 /// at once halfway (taking it past the threshold).
@@ -373,7 +373,6 @@ async fn keeps_its_place(cluster: bool) {
     let app = app(3, cluster).await;
     let members: Vec<String> = (0..5).map(member).collect();
     let names: Vec<&str> = members.iter().map(String::as_str).collect();
-    let ids = |rows: Vec<Value>| rows.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     // Both groups are large from their first message; m1's records name
     // "big2" first, so its catch-up takes "big2" first.
     assert_eq!(app.touch(message("acme", "big2", 1, 1_000, "m0", &names)).await.status, 200);
@@ -381,13 +380,13 @@ async fn keeps_its_place(cluster: bool) {
     for (i, id) in ["o1", "o2", "o3"].into_iter().enumerate() {
         assert_eq!(app.touch(message("acme", id, 1, 3_000 + i as u64, "x", &["x", "m1"])).await.status, 200);
     }
-    assert_eq!(ids(app.whole_list("acme", "m1", 10).await), ["o3", "o2", "o1", "big"], "big2 went to kept");
+    assert_eq!(ids(&app.whole_list("acme", "m1", 10).await), ["o3", "o2", "o1", "big"], "big2 went to kept");
     // m1 writes to "big" (its score waits), then "big2" has a newer message
     // that does not write m1.
     assert_eq!(app.touch(message("acme", "big", 2, 5_000, "m1", &["m1"])).await.status, 200);
     assert_eq!(app.touch(message("acme", "big2", 2, 4_000, "m0", &["m0"])).await.status, 200);
     // m1's next call brings "big2" back and trims the oldest: "o1", not "big".
-    assert_eq!(ids(app.whole_list("acme", "m1", 10).await), ["big", "big2", "o3", "o2"]);
+    assert_eq!(ids(&app.whole_list("acme", "m1", 10).await), ["big", "big2", "o3", "o2"]);
     let row = app.row("acme", "m1", "big").await.unwrap();
     assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(2), Some(0)), "m1's own message");
 }

@@ -6,11 +6,7 @@
 use serde_json::json;
 
 use crate::store::{KINDS, MessageStore};
-use crate::support::{App, Setup, assert_badge_consistent, message};
-
-fn ids(rows: &[serde_json::Value]) -> Vec<&str> {
-    rows.iter().map(|r| r["id"].as_str().unwrap()).collect()
-}
+use crate::support::{App, Setup, assert_badge_consistent, ids, message};
 
 #[tokio::test]
 async fn a_member_who_leaves_and_comes_back_counts_only_what_came_after() {

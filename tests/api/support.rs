@@ -822,6 +822,11 @@ pub fn message(tenant: &str, conversation: &str, seq: u64, ts: u64, sender: &str
     })
 }
 
+/// The conversation ids of list rows, in order.
+pub fn ids(rows: &[Value]) -> Vec<&str> {
+    rows.iter().map(|r| r["id"].as_str().unwrap()).collect()
+}
+
 /// The user's unread per conversation id, from the whole list.
 pub async fn unread_by_conversation(app: &App, tenant: &str, user: &str) -> HashMap<String, u64> {
     app.whole_list(tenant, user, 100)

@@ -6,14 +6,10 @@
 
 use serde_json::json;
 
-use crate::support::{App, Events, Setup, assert_badge_consistent, message};
+use crate::support::{App, Events, Setup, assert_badge_consistent, ids, message};
 
 async fn small_app(max_conversations: u32) -> App {
     App::with(Setup { max_conversations, ..Setup::default() }).await
-}
-
-fn ids(rows: &[serde_json::Value]) -> Vec<&str> {
-    rows.iter().map(|r| r["id"].as_str().unwrap()).collect()
 }
 
 /// A trimmed conversation keeps its read cursor: the user read c0 up to 5000,
