@@ -429,6 +429,11 @@ struct Conversation {
     /// Messages recalled while it was large: the conversation's log, which
     /// members who join later catch up with too.
     logged_recalls: BTreeSet<u64>,
+    /// Who joined while it was small (minus those that left): the touch
+    /// that makes it large reaches them too, named or not (a touch the app
+    /// built before they joined, delivered late), as the service hands its
+    /// recent joiners over to the log.
+    joined: BTreeSet<String>,
 }
 
 struct World {
@@ -493,6 +498,7 @@ impl World {
                 large: false,
                 reach: BTreeSet::new(),
                 logged_recalls: BTreeSet::new(),
+                joined: BTreeSet::new(),
             });
         }
         let events = Events::try_subscribe(&shared.app, &tenant);
@@ -733,6 +739,11 @@ impl World {
         if !c.large && named.len() > LARGE_GROUP_THRESHOLD {
             c.large = true;
             self.shared.count("conversations made large");
+            let joiners = std::mem::take(&mut c.joined);
+            if joiners.iter().any(|m| !named.contains(m)) {
+                self.shared.count("joiners the message making a group large did not name");
+            }
+            c.reach.extend(joiners);
         }
         let mut reached = named.clone();
         if c.large {
@@ -1021,6 +1032,9 @@ impl World {
             (entry.category, entry.last, entry.score) = head;
         }
         let c = &mut self.conversations[i];
+        if !c.large {
+            c.joined.insert(user.clone());
+        }
         if c.large {
             // The member catches up with the whole log: its recalls too.
             c.reach.insert(user.clone());
@@ -1046,6 +1060,7 @@ impl World {
         }
         let user = c.members.remove(self.rng.random_range(0..c.members.len()));
         c.reach.remove(&user);
+        c.joined.remove(&user);
         let id = c.id.clone();
         if let Some(store) = &self.shared.store {
             store
