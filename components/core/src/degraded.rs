@@ -8,9 +8,10 @@ use crate::bindings::unread::core::types::{
     AppBadge, CategoryUnread, Conversation, ConversationState, Error, Page, Principal, ReadState, Source,
 };
 use crate::config::Limits;
+use crate::reconcile::{self, Reader};
 use crate::scripts::{ListCursor, badge_of};
+use crate::sql;
 use crate::sql::TruthRow;
-use crate::{reconcile, sql};
 
 /// The user's truth in list order, and where the answer comes from; with
 /// `version` (Redis answered a miss), the user's Redis state is rebuilt from
@@ -22,7 +23,8 @@ async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Resu
     let source = match version {
         Some(version) => {
             // Best effort: if Redis moved meanwhile, the next request rebuilds.
-            let _ = reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, true, limits).await;
+            let _ =
+                reconcile::rebuild(&who.tenant, &[(who.user.clone(), version)], &truth, Reader::TheUser, limits).await;
             Source::Sql
         }
         None => Source::SqlRedisUnreachable,
@@ -85,7 +87,7 @@ pub async fn badges_of_users(url: &str, tenant: &str, users: &[Missed]) -> Resul
     let missed: Vec<(String, String)> =
         users.iter().filter_map(|(user, version)| Some((user.clone(), version.clone()?))).collect();
     if !missed.is_empty() {
-        let _ = reconcile::rebuild(tenant, &missed, &truth, true, limits).await;
+        let _ = reconcile::rebuild(tenant, &missed, &truth, Reader::TheUser, limits).await;
     }
     let by_user = truth.rows_by_user();
     Ok(users

@@ -6,7 +6,11 @@
 //! Exact under concurrent writes: the users' state versions are read before
 //! the truth, and a user whose version moved meanwhile is left alone and read
 //! again, so a rewrite never undoes a touch or mark-read that the truth read
-//! did not see.
+//! did not see. A reconcile reads again, a moment later, a user whose state
+//! and truth differ in a conversation's last message too: mostly a message
+//! on its way (stored and not touched yet, or a large conversation's
+//! message that came after the truth was read), which is no drift; its last
+//! attempt rewrites.
 
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
@@ -20,6 +24,10 @@ const CHUNK: usize = 100;
 pub const WALK_BATCH: u32 = 200;
 /// Reads of the truth for users whose state keeps moving.
 const ATTEMPTS: usize = 3;
+/// A reconcile's wait before reading a user again for what may be a
+/// message on its way: the app's touch follows its store within
+/// milliseconds.
+const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Checks the users of `scope`.
 pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileReport, Error> {
@@ -34,7 +42,7 @@ pub async fn run(url: &str, tenant: &str, scope: UserScope) -> Result<ReconcileR
     let threshold = u64::from(config::drift_alert_threshold().await?);
     let mut report = ReconcileReport { checked: 0, drifted: 0, fixed: 0, max_drift: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
-        for rebuilt in check(url, tenant, chunk, limits).await? {
+        for rebuilt in check_users(url, tenant, chunk, limits, true).await? {
             report.checked += 1;
             report.drifted += u32::from(rebuilt.drifted);
             report.fixed += u32::from(rebuilt.drifted && rebuilt.done);
@@ -63,6 +71,18 @@ pub async fn walk_members(
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.
 pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) -> Result<Vec<Rebuilt>, Error> {
+    check_users(url, tenant, users, limits, false).await
+}
+
+/// [`check`]; `for_drift` (a reconcile): a user whose state and truth differ
+/// in a conversation's last message is read again too, a moment later.
+async fn check_users(
+    url: &str,
+    tenant: &str,
+    users: &[String],
+    limits: Limits,
+    for_drift: bool,
+) -> Result<Vec<Rebuilt>, Error> {
     let mut pending: Vec<String> = users.to_vec();
     let mut done = Vec::new();
     for attempt in 1..=ATTEMPTS {
@@ -70,7 +90,11 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         let truth = sql::truth(url, tenant, &pending, limits).await?;
         let users: Vec<(String, String)> = pending.iter().cloned().zip(versions).collect();
         let mut moved = Vec::new();
-        for rebuilt in rebuild(tenant, &users, &truth, false, limits).await? {
+        let reader = match for_drift {
+            true => Reader::Reconcile { last: attempt == ATTEMPTS },
+            false => Reader::Caller,
+        };
+        for rebuilt in rebuild(tenant, &users, &truth, reader, limits).await? {
             if rebuilt.done || attempt == ATTEMPTS {
                 done.push(rebuilt);
             } else {
@@ -80,6 +104,9 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         if moved.is_empty() {
             break;
         }
+        if for_drift {
+            spin_sdk::time::sleep(AGAIN_AFTER).await;
+        }
         pending = moved;
     }
     Ok(done)
@@ -88,15 +115,29 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 /// Heads per script when a rebuild writes the truth's last messages.
 const HEADS_CHUNK: usize = 500;
 
-/// Rewrites each (user, expected version) from `truth` where it differs;
-/// `load_empty`: see [`Rebuild::load_empty`]. The conversations' heads take
-/// the truth's last messages first, so a row is never listed before its
-/// preview is there.
+/// Who read the truth a rebuild writes, which decides how it treats users.
+#[derive(Clone, Copy)]
+pub enum Reader {
+    /// The user's own call, answered a miss: loaded even with an empty truth
+    /// ([`Rebuild::load_empty`]), from the one read it made
+    /// ([`Rebuild::settle`]).
+    TheUser,
+    /// A call that named other users (a touch, a leave): it rewrites what
+    /// differs now.
+    Caller,
+    /// A reconcile, on attempt `last` or an earlier one of its reads of
+    /// the truth: before the last, what may be a message on its way waits.
+    Reconcile { last: bool },
+}
+
+/// Rewrites each (user, expected version) from `truth` where it differs.
+/// The conversations' heads take the truth's last messages first, so a row
+/// is never listed before its preview is there.
 pub async fn rebuild(
     tenant: &str,
     users: &[(String, String)],
     truth: &Truth,
-    load_empty: bool,
+    reader: Reader,
     limits: Limits,
 ) -> Result<Vec<Rebuilt>, Error> {
     let mut heads: Vec<&TruthRow> = truth.rows.iter().filter(|row| row.last_seq > 0).collect();
@@ -117,7 +158,9 @@ pub async fn rebuild(
             rows: by_user.remove(user.as_str()).unwrap_or_default(),
         })
         .collect();
-    redis::run(&Rebuild { tenant, users, load_empty, limits }).await
+    let load_empty = matches!(reader, Reader::TheUser);
+    let settle = !matches!(reader, Reader::Reconcile { last: false });
+    redis::run(&Rebuild { tenant, users, load_empty, settle, limits }).await
 }
 
 /// One warning line per conversation whose drift is above the threshold.

@@ -200,6 +200,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
                 TruthUser { user: "v", version: "3", partial: false, rows: vec![&other] },
             ],
             load_empty: false,
+            settle: false,
             limits,
         }),
         encoded(&Versions { tenant: "t", users: &users }),

@@ -18,11 +18,18 @@
 -- truth was read (the state caught up with it just before) stays counted.
 -- On a cluster the logs come whole (from their start) for that replay.
 -- A user with nothing in the truth and no keys is left without any unless
--- `load_empty` (they asked themselves).
+-- `load_empty` (they asked themselves). A user whose state and truth differ
+-- in a conversation's last message is left alone too ('moved'), unless
+-- `settle` (set by every caller but a reconcile before its last attempt):
+-- mostly that message is on its way (the app stored it and has not touched
+-- yet, or a large conversation's message came after the truth was read,
+-- which its members' versions do not show), and the caller reads the truth
+-- again rather than count the race as drift.
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
 -- one conversation's unread, n, then n rows of (what, in Redis, in truth).
 local _, A, users = declare {
-  args = {'idle_ttl', 'channel', 'load_empty', 'max_conversations', 'max_kept', 'logs', 'conversations', 'clocks'},
+  args = {'idle_ttl', 'channel', 'load_empty', 'settle', 'max_conversations', 'max_kept', 'logs', 'conversations',
+          'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'version', 'partial', 'rows'}},
 }
 local wanted = take_logs(A, users, true)
@@ -203,6 +210,16 @@ local function join_large_ones(u, truth)
   end
 end
 
+-- Whether the user's state (its large conversations just caught up) and the
+-- truth differ in a conversation's last message.
+local function message_in_flight(u, truth)
+  for _, t in ipairs(truth) do
+    local st = find(u, t.conv)
+    if st and not has_flag(st, 'x') and st.last ~= t.st.last then return true end
+  end
+  return false
+end
+
 local out = {}
 for _, u in ipairs(users) do
   out[#out + 1] = u.user
@@ -217,28 +234,32 @@ for _, u in ipairs(users) do
   else
     catch_up(u, A.max_conversations, A.max_kept)
     local truth = parse(u.rows)
-    local differs_at_all, details, max_drift = compare(u, truth)
-    if differs_at_all then rewrite(u, truth) end
-    join_large_ones(u, truth)
-    if differs_at_all then
-      -- The truth may be older than a large conversation's log: what came
-      -- since (and the state had caught up with) comes back, and what the
-      -- truth already holds changes nothing.
-      for _, t in ipairs(truth) do
-        if t.large then join_large(u, t.conv, 0) end
+    if A.settle ~= '1' and message_in_flight(u, truth) then
+      for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
+    else
+      local differs_at_all, details, max_drift = compare(u, truth)
+      if differs_at_all then rewrite(u, truth) end
+      join_large_ones(u, truth)
+      if differs_at_all then
+        -- The truth may be older than a large conversation's log: what came
+        -- since (and the state had caught up with) comes back, and what the
+        -- truth already holds changes nothing.
+        for _, t in ipairs(truth) do
+          if t.large then join_large(u, t.conv, 0) end
+        end
+        catch_up(u, A.max_conversations, A.max_kept)
+        if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
       end
-      catch_up(u, A.max_conversations, A.max_kept)
-      if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
-    end
-    redis.call('HSET', u.meta, 'loaded', '1')
-    if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end
-    if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end
-    bump(u)
-    for _, v in ipairs({'ok', #details > 0 and 1 or 0, max_drift, #details}) do out[#out + 1] = v end
-    for _, d in ipairs(details) do
-      out[#out + 1] = d[1]
-      out[#out + 1] = d[2]
-      out[#out + 1] = d[3]
+      redis.call('HSET', u.meta, 'loaded', '1')
+      if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end
+      if u.partial == '1' then redis.call('HSET', u.meta, 'partial', '1') else redis.call('HDEL', u.meta, 'partial') end
+      bump(u)
+      for _, v in ipairs({'ok', #details > 0 and 1 or 0, max_drift, #details}) do out[#out + 1] = v end
+      for _, d in ipairs(details) do
+        out[#out + 1] = d[1]
+        out[#out + 1] = d[2]
+        out[#out + 1] = d[3]
+      end
     end
   end
 end

@@ -25,6 +25,14 @@ pub struct Rebuild<'a> {
     /// loaded state (expiring when idle): yes when they asked themselves (so
     /// that their next read is Redis's), no when someone else named them.
     pub load_empty: bool,
+    /// Whether a user whose state and truth differ in a conversation's last
+    /// message is rewritten anyway: always but in a reconcile before its
+    /// last attempt. Otherwise the user is left alone (not done), as when
+    /// its version moved, and the reconcile reads the truth again a moment
+    /// later: mostly the message is on its way (stored and not touched yet,
+    /// or a large conversation's message that came after the truth was
+    /// read), and a rewrite would report the race as drift.
+    pub settle: bool,
     /// What each user keeps, as their large conversations catch up.
     pub limits: Limits,
 }
@@ -32,7 +40,8 @@ pub struct Rebuild<'a> {
 /// What the rebuild did for one user.
 pub struct Rebuilt {
     pub user: String,
-    /// False when the user's state moved since the truth was read.
+    /// False when the user's state moved since the truth was read (or, short
+    /// of `settle`, the two differ in a conversation's last message).
     pub done: bool,
     /// What the user could see differed.
     pub drifted: bool,
@@ -54,6 +63,7 @@ impl Script for Rebuild<'_> {
         call.arg("idle_ttl", crate::IDLE_TTL);
         call.arg("channel", events_channel(self.tenant));
         call.arg("load_empty", self.load_empty);
+        call.arg("settle", self.settle);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
         call.logs(self.tenant);
