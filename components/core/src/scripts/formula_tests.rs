@@ -8,7 +8,8 @@
 //! far a membership record says its member caught up: `membership_applied`
 //! in both, the Rust one reading what `take_logs` answers on a cluster. And
 //! a head's last message and preview: `decode_head` and `head_message`, the
-//! Rust one reading heads a cluster's list page gets with plain `GET`s.
+//! Rust one reading heads a cluster's list page gets with plain `GET`s. And
+//! which rows' heads need no renewal yet: `head_is_young` in both.
 
 use mlua::{Function, Lua, Table};
 
@@ -24,7 +25,7 @@ fn prelude() -> (Lua, Table) {
          return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
          take_logs = take_logs, conversation_keys = conversation_keys, \
          use_clocks = use_clocks, clock_key = clock_key, membership_applied = membership_applied, \
-         decode_head = decode_head}}"
+         decode_head = decode_head, head_is_young = head_is_young}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -199,4 +200,26 @@ fn lua_and_rust_read_a_heads_message_and_preview_alike() {
         let rust = head_message(head).map(|(seq, preview)| (seq, preview.to_string()));
         assert_eq!(rust, lua, "{head:?}");
     }
+}
+
+#[test]
+fn lua_and_rust_tell_a_young_row_s_head_alike() {
+    use crate::scripts::previews::head_is_young;
+    use crate::state::{score, ts_of};
+
+    let (_lua, functions) = prelude();
+    let young: Function = functions.get("head_is_young").unwrap();
+    let half = crate::HEAD_TTL * 1000 / 2;
+    let now = 1_796_364_978_912u64;
+    let mut seen = (0, 0);
+    for ts in [0, now - half - 1, now - half, now - half + 1, now - 1, now, now + 1, now + half] {
+        for seq in [0, 1, 999, 1_000, 123_456] {
+            let listed = score(ts, seq);
+            let lua: bool = young.call((listed as f64, now as f64, crate::HEAD_TTL as f64)).unwrap();
+            let rust = head_is_young(ts_of(listed), now);
+            assert_eq!(lua, rust, "ts {ts} seq {seq}");
+            if rust { seen.0 += 1 } else { seen.1 += 1 }
+        }
+    }
+    assert!(seen.0 > 0 && seen.1 > 0, "both kinds of row: {seen:?}");
 }

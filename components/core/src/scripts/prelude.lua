@@ -232,11 +232,31 @@ end
 -- `head` and `earlier` keys): '' if neither holds that message (the member
 -- was not told of the conversation's newer messages, and no preview of
 -- theirs is kept for them). A head read here lives on: its time to live is
--- renewed once half of `ttl` has passed (a read, mostly, not a write).
-local function shown_preview(h, last, ttl)
+-- renewed once half of `ttl` has passed (a read, mostly, not a write), which
+-- a `young` row's head cannot have (head_is_young).
+local function shown_preview(h, last, ttl, young)
   local head = get_head(h.head)
-  if head and redis.call('TTL', h.head) < ttl / 2 then redis.call('EXPIRE', h.head, ttl) end
+  if head and not young and redis.call('TTL', h.head) < ttl / 2 then redis.call('EXPIRE', h.head, ttl) end
   return held_preview(h, head, last) or ''
+end
+
+-- A head lives `ttl` seconds past its last message: a row whose last
+-- message (by its list score, `ts * 1000 + seq % 1000`) is younger than
+-- half of that at `now_ms` needs no look at its head's time to live.
+-- previews.rs tells a cluster's rows apart the same way (a unit test holds
+-- the two together).
+local function head_is_young(score, now_ms, ttl)
+  return now_ms - math.floor(score / 1000) < ttl * 1000 / 2
+end
+
+-- Redis's clock in milliseconds, read once by a script.
+local clock_ms
+local function now_ms()
+  if not clock_ms then
+    local time = redis.call('TIME')
+    clock_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return clock_ms
 end
 
 -- The base ends here: the scripts that only read heads once per hash slot
@@ -871,7 +891,9 @@ local function conversation_row(out, u, conv, st, score, head_ttl)
   local preview = ''
   if keeps_clocks() then
     local head, _, earlier = conversation_keys(conv)
-    preview = shown_preview({head = head, earlier = earlier}, st.last, tonumber(head_ttl))
+    local ttl, listed = tonumber(head_ttl), tonumber(score)
+    local young = listed ~= nil and head_is_young(listed, now_ms(), ttl)
+    preview = shown_preview({head = head, earlier = earlier}, st.last, ttl, young)
   end
   if preview == '' then preview = st.legacy or '' end
   for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,

@@ -58,8 +58,7 @@ impl Previews<'_> {
             return Ok(());
         }
         let now = crate::now_ms();
-        let (young, old): (Vec<usize>, Vec<usize>) =
-            (0..rows.len()).partition(|&i| now.saturating_sub(rows[i].ts) < crate::HEAD_TTL * 1000 / 2);
+        let (young, old): (Vec<usize>, Vec<usize>) = (0..rows.len()).partition(|&i| head_is_young(rows[i].ts, now));
         let keys: Vec<String> = young.iter().map(|&i| ConversationKeys::new(tenant, &rows[i].id).key("head")).collect();
         let (heads, renewed) = crate::both(get_each(&keys, Self::DEADLINE), Self::scripted(tenant, rows, &old)).await;
         let mut moved = Vec::new();
@@ -91,6 +90,14 @@ impl Previews<'_> {
         let previews = crate::redis::run(&Previews { tenant, rows: &picked }).await?;
         Ok(indices.iter().copied().zip(previews).collect())
     }
+}
+
+/// Whether a row whose last message came at `ts` (ms) is younger than half
+/// a head's life at `now` (ms): its head, which lives that long past its
+/// last message, needs no renewal yet. As `head_is_young` in `prelude.lua`
+/// (a unit test holds the two together).
+pub fn head_is_young(ts: u64, now: u64) -> bool {
+    now.saturating_sub(ts) < crate::HEAD_TTL * 1000 / 2
 }
 
 /// A row shows the preview its head holds for its last message; where the
