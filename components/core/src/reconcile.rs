@@ -7,8 +7,8 @@
 //! the truth, and a user whose version moved meanwhile is left alone and read
 //! again, so a rewrite never undoes a touch or mark-read that the truth read
 //! did not see. A reconcile reads again, a moment later, a user whose state
-//! and truth differ in a conversation's last message too: mostly a message
-//! on its way (stored and not touched yet, or a large conversation's
+//! and truth differ at all: mostly a change on its way (a message, recall
+//! or mention stored and not yet in Redis, or a large conversation's
 //! message that came after the truth was read), which is no drift; its last
 //! attempt rewrites.
 
@@ -25,7 +25,7 @@ pub const WALK_BATCH: u32 = 200;
 /// Reads of the truth for users whose state keeps moving.
 const ATTEMPTS: usize = 3;
 /// A reconcile's wait before reading a user again for what may be a
-/// message on its way: the app's touch follows its store within
+/// change on its way: the app's touch follows its store within
 /// milliseconds.
 const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -75,7 +75,7 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 }
 
 /// [`check`]; `for_drift` (a reconcile): a user whose state and truth differ
-/// in a conversation's last message is read again too, a moment later.
+/// is read again too, a moment later.
 async fn check_users(
     url: &str,
     tenant: &str,
@@ -126,7 +126,7 @@ pub enum Reader {
     /// differs now.
     Caller,
     /// A reconcile, on attempt `last` or an earlier one of its reads of
-    /// the truth: before the last, what may be a message on its way waits.
+    /// the truth: before the last, what may be a change on its way waits.
     Reconcile { last: bool },
 }
 

@@ -812,7 +812,7 @@ local JOINERS_KEPT, JOINERS_SECONDS = 1000, 3600
 -- keys), unless it is large already.
 local function record_joiners(K, users)
   if #users == 0 or log_counter(K.group) then return end
-  local now = tonumber(redis.call('TIME')[1])
+  local now = math.floor(now_ms() / 1000)
   for _, user in ipairs(users) do redis.call('ZADD', K.joined, now, user) end
   redis.call('ZREMRANGEBYSCORE', K.joined, '-inf', '(' .. int(now - JOINERS_SECONDS))
   redis.call('ZREMRANGEBYRANK', K.joined, 0, -(JOINERS_KEPT + 1))

@@ -19,10 +19,11 @@
 -- On a cluster the logs come whole (from their start) for that replay.
 -- A user with nothing in the truth and no keys is left without any unless
 -- `load_empty` (they asked themselves). A user whose state and truth differ
--- in a conversation's last message is left alone too ('moved'), unless
--- `settle` (set by every caller but a reconcile before its last attempt):
--- mostly that message is on its way (the app stored it and has not touched
--- yet, or a large conversation's message came after the truth was read,
+-- at all is left alone too ('moved'), unless `settle` (set by every caller
+-- but a reconcile before its last attempt): mostly a change is on its way
+-- (the app stored a message, its first in a conversation maybe, and has not
+-- touched yet; a recall or a mention recorded in the store and not yet in
+-- Redis; a large conversation's message that came after the truth was read,
 -- which its members' versions do not show), and the caller reads the truth
 -- again rather than count the race as drift.
 -- Reply per user: user, 'ok' or 'moved', drifted (0/1), largest drift of
@@ -210,16 +211,6 @@ local function join_large_ones(u, truth)
   end
 end
 
--- Whether the user's state (its large conversations just caught up) and the
--- truth differ in a conversation's last message.
-local function message_in_flight(u, truth)
-  for _, t in ipairs(truth) do
-    local st = find(u, t.conv)
-    if st and not has_flag(st, 'x') and st.last ~= t.st.last then return true end
-  end
-  return false
-end
-
 local out = {}
 for _, u in ipairs(users) do
   out[#out + 1] = u.user
@@ -234,10 +225,10 @@ for _, u in ipairs(users) do
   else
     catch_up(u, A.max_conversations, A.max_kept)
     local truth = parse(u.rows)
-    if A.settle ~= '1' and message_in_flight(u, truth) then
+    local differs_at_all, details, max_drift = compare(u, truth)
+    if differs_at_all and A.settle ~= '1' then
       for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
     else
-      local differs_at_all, details, max_drift = compare(u, truth)
       if differs_at_all then rewrite(u, truth) end
       join_large_ones(u, truth)
       if differs_at_all then

@@ -25,13 +25,13 @@ pub struct Rebuild<'a> {
     /// loaded state (expiring when idle): yes when they asked themselves (so
     /// that their next read is Redis's), no when someone else named them.
     pub load_empty: bool,
-    /// Whether a user whose state and truth differ in a conversation's last
-    /// message is rewritten anyway: always but in a reconcile before its
-    /// last attempt. Otherwise the user is left alone (not done), as when
-    /// its version moved, and the reconcile reads the truth again a moment
-    /// later: mostly the message is on its way (stored and not touched yet,
-    /// or a large conversation's message that came after the truth was
-    /// read), and a rewrite would report the race as drift.
+    /// Whether a user whose state and truth differ is rewritten at once:
+    /// always but in a reconcile before its last attempt. Otherwise the
+    /// user is left alone (not done), as when its version moved, and the
+    /// reconcile reads the truth again a moment later: mostly a change is
+    /// on its way (a message, a recall or a mention stored and not yet in
+    /// Redis, or a large conversation's message that came after the truth
+    /// was read), and a rewrite would report the race as drift.
     pub settle: bool,
     /// What each user keeps, as their large conversations catch up.
     pub limits: Limits,
@@ -41,7 +41,7 @@ pub struct Rebuild<'a> {
 pub struct Rebuilt {
     pub user: String,
     /// False when the user's state moved since the truth was read (or, short
-    /// of `settle`, the two differ in a conversation's last message).
+    /// of `settle`, the two differ).
     pub done: bool,
     /// What the user could see differed.
     pub drifted: bool,
