@@ -21,7 +21,10 @@
 //! before it touches, and Redis is killed mid-run: answers while it is down
 //! come from SQL, and after it comes back empty every answer must again be
 //! exactly the model — repaired on read, before any reconcile. A reconcile
-//! at the end must find nothing to fix.
+//! at the end must find nothing to fix; so must the operator's reconciles
+//! in the middle of the history (one step in a hundred) while Redis has
+//! lost nothing, and whatever any of them rewrites must leave every answer
+//! and event the model's.
 //!
 //! On Redis Cluster (three primaries with a replica each) the same
 //! histories run while slots move between primaries (cache-only) and while
@@ -566,6 +569,9 @@ impl World {
         if !self.retry.is_empty() && !self.shared.down.load(SeqCst) {
             self.send_again().await;
         }
+        if self.sql() && self.rng.random_bool(0.01) {
+            return self.reconcile().await;
+        }
         match self.rng.random_range(0..100) {
             0..30 => self.send().await,
             30..33 => self.flood().await,
@@ -708,6 +714,39 @@ impl World {
                 status => panic!("{path} answered {status}: {:?} for {body}", answer.body),
             }
         }
+    }
+
+    /// The operator reconciles this tenant in the middle of the history
+    /// (SQL): whatever it rewrites leaves every answer and event the
+    /// model's, and while Redis has lost nothing and no refused call waits
+    /// to be sent again, it finds nothing to fix.
+    async fn reconcile(&mut self) {
+        let (mut drifted, mut cursor) = (0, Value::Null);
+        loop {
+            let body = json!({"tenant": self.tenant, "cursor": cursor});
+            let answer = self.shared.app.reconcile(body.clone()).await;
+            self.trace(|| format!("/v1/admin/reconcile {body} -> {} {}", answer.status, answer.body));
+            match answer.status {
+                200 => self.check_events().await,
+                503 => {
+                    // Redis is down, or a deadline passed: the next one will do.
+                    self.shared.count("reconciles refused");
+                    self.unsure = true;
+                    return;
+                }
+                status => panic!("reconcile answered {status}: {:?}", answer.body),
+            }
+            drifted += answer.body["drifted"].as_u64().unwrap();
+            cursor = answer.body["next_cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+        }
+        if !self.shared.disrupted.load(SeqCst) && self.retry.is_empty() {
+            assert_eq!(drifted, 0, "{}: a reconcile in the middle of the history found drift", self.tenant);
+            self.shared.count("reconciles with nothing to fix");
+        }
+        self.shared.count("reconciles");
     }
 
     /// A call answered 503 while Redis was up: a deadline passed on a loaded
