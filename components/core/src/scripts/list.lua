@@ -74,5 +74,8 @@ end)
 local count = math.min(limit, #rows)
 local out = badge_reply(U, {'ok', #rows > limit and 1 or 0})
 out[#out + 1] = count
-for i = 1, count do conversation_row(out, U, rows[i][3], rows[i][4], int(rows[i][2]), A.head_ttl) end
+local convs = {}
+for i = 1, count do convs[i] = rows[i][3] end
+local heads = page_heads(convs)
+for i = 1, count do conversation_row(out, U, rows[i][3], rows[i][4], int(rows[i][2]), A.head_ttl, heads[i]) end
 return out

@@ -233,9 +233,11 @@ end
 -- was not told of the conversation's newer messages, and no preview of
 -- theirs is kept for them). A head read here lives on: its time to live is
 -- renewed once half of `ttl` has passed (a read, mostly, not a write), which
--- a `young` row's head cannot have (head_is_young).
-local function shown_preview(h, last, ttl, young)
-  local head = get_head(h.head)
+-- a `young` row's head cannot have (head_is_young). `text`: the head as
+-- already read (false: none), or nil to read it here.
+local function shown_preview(h, last, ttl, young, text)
+  if text == nil then text = redis.call('GET', h.head) end
+  local head = decode_head(text)
   if head and not young and redis.call('TTL', h.head) < ttl / 2 then redis.call('EXPIRE', h.head, ttl) end
   return held_preview(h, head, last) or ''
 end
@@ -885,21 +887,42 @@ end
 -- itself, `head_ttl`); on Redis Cluster the head lives in another slot and
 -- the caller reads it (previews.lua), so the row carries only what an
 -- earlier layout kept in the state. That preview shows when the head holds
--- none for the row ('' if neither).
-local function conversation_row(out, u, conv, st, score, head_ttl)
+-- none for the row ('' if neither). `h`: the conversation's keys and, in
+-- `text`, its head as a page read it with the others (page_heads); nil to
+-- read them here.
+local function conversation_row(out, u, conv, st, score, head_ttl, h)
   local now = counted(st)
   local preview = ''
   if keeps_clocks() then
-    local head, _, earlier = conversation_keys(conv)
+    if not h then
+      local head, _, earlier = conversation_keys(conv)
+      h = {head = head, earlier = earlier}
+    end
     local ttl, listed = tonumber(head_ttl), tonumber(score)
     local young = listed ~= nil and head_is_young(listed, now_ms(), ttl)
-    preview = shown_preview({head = head, earlier = earlier}, st.last, ttl, young)
+    preview = shown_preview(h, st.last, ttl, young, h.text)
   end
   if preview == '' then preview = st.legacy or '' end
   for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,
                       preview}) do
     out[#out + 1] = v
   end
+  return out
+end
+
+-- The heads of a page's conversations (`convs`) on one Redis, read at once:
+-- for each, its keys and its head's `text` (false: none), as
+-- conversation_row takes them. Empty on Redis Cluster, where the caller
+-- reads the previews.
+local function page_heads(convs)
+  local out = {}
+  if not keeps_clocks() or #convs == 0 then return out end
+  local keys = {}
+  for i, conv in ipairs(convs) do
+    local head, _, earlier = conversation_keys(conv)
+    out[i], keys[i] = {head = head, earlier = earlier}, head
+  end
+  for i, text in ipairs(redis.call('MGET', unpack(keys))) do out[i].text = text end
   return out
 end
 
