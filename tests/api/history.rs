@@ -701,6 +701,9 @@ impl World {
             self.trace(|| format!("{path} {body} -> {} {}", answer.status, answer.body));
             match answer.status {
                 200 => {
+                    if path == "/v1/touch" && self.sql() {
+                        self.touch_landed(&body);
+                    }
                     self.check_events().await;
                     return Some(answer);
                 }
@@ -760,6 +763,17 @@ impl World {
     async fn send_again(&mut self) {
         for (path, body) in std::mem::take(&mut self.retry) {
             self.service(&path, body).await;
+        }
+    }
+
+    /// With SQL the model takes a message when the app stores it
+    /// (apply_touch); its touch reads the conversation for the sender when
+    /// it lands: sent again after a refusal, it clears a mark-unread the
+    /// sender set in between (unless the sender left meanwhile).
+    fn touch_landed(&mut self, touch: &Value) {
+        let (conversation, sender) = (touch["conversation"].as_str().unwrap(), touch["sender"].as_str().unwrap());
+        if self.model.get(sender, conversation).is_some_and(|entry| !entry.gone) {
+            self.model.entry(sender, conversation).marked = false;
         }
     }
 

@@ -87,6 +87,45 @@ async fn writes_during_an_outage_are_what_the_next_reads_show() {
     }
 }
 
+/// A touch refused while Redis was away and sent again after it came back
+/// reads the conversation for its sender when it lands: a mark-unread the
+/// sender set in between (answered from SQL) goes, in Redis and in the
+/// truth alike, so a reconcile finds nothing to fix.
+#[tokio::test]
+async fn a_touch_sent_again_reads_the_conversation_for_its_sender_when_it_lands() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        send(&app, &store, "c1", 1, &["u1", "u2"]).await;
+        app.redis.kill();
+        let touch = message("acme", "c1", 2, 1_002, "u1", &["u1", "u2"]);
+        store.store_message("acme", "c1", 2, 1_002, "u1", &touch["preview"].to_string()).await;
+        assert_eq!(app.touch(touch.clone()).await.status, 503, "{kind:?}");
+        let marked = app.flag("acme", "u1", "c1", "mark-unread", json!({})).await;
+        assert_eq!(
+            (marked.status, marked.body["degraded"].clone(), marked.body["conversation"]["marked_unread"].clone()),
+            (200, json!(true), json!(true)),
+            "{kind:?}: {:?}",
+            marked.body
+        );
+        app.redis.restart();
+        assert_eq!(app.touch(touch).await.status, 200, "{kind:?}");
+        let row = app.row("acme", "u1", "c1").await.unwrap();
+        assert_eq!(
+            (row["marked_unread"].as_bool(), row["read_seq"].as_u64(), row["unread"].as_u64()),
+            (Some(false), Some(2), Some(0)),
+            "{kind:?}: {row}"
+        );
+        let settings = store.settings("acme").await;
+        assert_eq!(settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2), Some(false), "{kind:?}");
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
 /// With SQL, a user writes only to conversations they are a member of: a
 /// mark-read, mute, pin or mark-unread of any other is 404 and writes
 /// nothing, and the pin limit holds even when Redis cannot be asked.
