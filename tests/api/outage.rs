@@ -90,12 +90,13 @@ async fn writes_during_an_outage_are_what_the_next_reads_show() {
 /// A touch refused while Redis was away and sent again after it came back
 /// reads the conversation for its sender when it lands: a mark-unread the
 /// sender set in between (answered from SQL) goes, in Redis and in the
-/// truth alike, so a reconcile finds nothing to fix.
+/// truth alike, so a reconcile finds nothing to fix. (One Redis server,
+/// which the test kills and restarts.)
 #[tokio::test]
 async fn a_touch_sent_again_reads_the_conversation_for_its_sender_when_it_lands() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
-        let app = app_on(&store).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::one_server() }).await;
         store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
         send(&app, &store, "c1", 1, &["u1", "u2"]).await;
         app.redis.kill();
