@@ -233,9 +233,10 @@ end
 -- was not told of the conversation's newer messages, and no preview of
 -- theirs is kept for them). A head read here lives on: its time to live is
 -- renewed once half of `ttl` has passed (a read, mostly, not a write), which
--- a `young` row's head cannot have (head_is_young). `text`: the head as
--- already read (false: none), or nil to read it here.
-local function shown_preview(h, last, ttl, young, text)
+-- a `young` row's head cannot have (head_is_young). `h.text`: the head as a
+-- page already read it (false: none), or nil to read it here.
+local function shown_preview(h, last, ttl, young)
+  local text = h.text
   if text == nil then text = redis.call('GET', h.head) end
   local head = decode_head(text)
   if head and not young and redis.call('TTL', h.head) < ttl / 2 then redis.call('EXPIRE', h.head, ttl) end
@@ -900,7 +901,7 @@ local function conversation_row(out, u, conv, st, score, head_ttl, h)
     end
     local ttl, listed = tonumber(head_ttl), tonumber(score)
     local young = listed ~= nil and head_is_young(listed, now_ms(), ttl)
-    preview = shown_preview(h, st.last, ttl, young, h.text)
+    preview = shown_preview(h, st.last, ttl, young)
   end
   if preview == '' then preview = st.legacy or '' end
   for _, v in ipairs({conv, st.category, int(st.last), int(st.read), score, now.unread, now.mentions, st.flags,
