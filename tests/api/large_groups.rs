@@ -1002,3 +1002,39 @@ async fn a_leave_racing_the_message_that_makes_the_group_large_keeps_every_numbe
         assert!(raced.redis.keys().iter().any(|key| key == "un:v2:head:{acme:big11}:group"), "cluster {cluster}");
     }
 }
+
+/// A message to a small group writes each member, first caught up with the
+/// large groups it is in, and the event it publishes for each member
+/// carries a badge that counts them, however far each member was behind:
+/// here members who share two large groups, each caught up to a different
+/// message of them (one never), get one message of a small group together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_small_groups_message_counts_the_large_groups_each_member_is_behind_in() {
+    for cluster in [false, true] {
+        let app = app(3, cluster).await;
+        let everyone = ["m0", "m1", "m2", "m3", "m4"];
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &everyone)).await.status, 200);
+        assert_eq!(app.touch(message("acme", "wide", 1, 1_002, "m4", &everyone[1..])).await.status, 200);
+        for (seq, caller) in [(2, "m1"), (3, "m2"), (4, "")] {
+            assert_eq!(app.touch(message("acme", "big", seq, 1_000 + 2 * seq, "m0", &["m0"])).await.status, 200);
+            if !caller.is_empty() {
+                assert_eq!(app.badge("acme", caller).await.status, 200, "{caller} catches up to message {seq}");
+            }
+        }
+        assert_eq!(app.touch(message("acme", "wide", 2, 1_010, "m4", &["m4"])).await.status, 200);
+        let mut events = Events::subscribe(&app, "acme");
+        let small = message("acme", "trio", 1, 1_020, "m1", &["m1", "m2", "m3"]);
+        assert_eq!(app.touch(small).await.status, 200);
+        let events = events.take();
+        // big: 4 unread for each; wide: 2; the small group's message: 1,
+        // read by its sender (who is told of it by the answer, not an event).
+        for (user, total) in [("m2", 7), ("m3", 7)] {
+            let told = events.iter().rfind(|e| e["user"] == user && e["conversation"] == "trio");
+            let told = told.unwrap_or_else(|| panic!("cluster {cluster}: no event for {user}: {events:?}"));
+            assert_eq!(told["badge"]["total"].as_u64(), Some(total), "cluster {cluster}: {user}'s event {told}");
+        }
+        for (user, total) in [("m1", 6), ("m2", 7), ("m3", 7)] {
+            assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(total), "cluster {cluster}: {user}");
+        }
+    }
+}

@@ -53,6 +53,19 @@ impl Run {
         let i = ((self.latencies.len() as f64 * p).ceil() as usize).clamp(1, self.latencies.len()) - 1;
         self.latencies[i].as_secs_f64() * 1000.0
     }
+
+    /// The tables' columns: calls, rps, p50, p90, p99 and max ms.
+    fn columns(&self) -> String {
+        format!(
+            "{:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+            self.calls,
+            self.rps(),
+            self.ms(0.5),
+            self.ms(0.9),
+            self.ms(0.99),
+            self.ms(1.0)
+        )
+    }
 }
 
 /// What the scripts of a phase cost Redis, per call (on a cluster, summed
@@ -369,16 +382,9 @@ async fn function_table() {
                 None => (format!("{:>9}", "-"), format!("{:>10}", "-"), format!("{:>12}", "-")),
             };
             println!(
-                "{:<28} {:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} | {redis_rps} {redis_p50} | {:>10.2} {over_redis} | {:>13.1}",
-                name,
-                run.calls,
-                run.rps(),
-                run.ms(0.5),
-                run.ms(0.9),
-                run.ms(0.99),
-                run.ms(1.0),
+                "{name:<28} {} | {redis_rps} {redis_p50} | {:>10.2} {over_redis} | {usec:>13.1}",
+                run.columns(),
                 run.rps() / platform,
-                usec,
             );
         }
     }
@@ -542,6 +548,8 @@ async fn message_costs() {
 /// such users), while one client sends messages to random groups, so that
 /// every read has messages to catch up with. Scripts and Redis CPU per
 /// read count the writer's scripts too (one per message on one Redis).
+/// Then messages to small groups of 20 of those users (every member
+/// written, each caught up with its large groups first), at one client.
 async fn large_group_reads(cluster: bool) {
     const GROUPS: usize = 200;
     let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
@@ -596,18 +604,27 @@ async fn large_group_reads(cluster: bool) {
             profile.print(&app, run.calls);
         }
         let written = writer.await.unwrap();
-        println!(
-            "{name:<28} {:>6} {:>8.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} | {:>12.1}  {:>13.0} | {written:>10.0}",
-            run.calls,
-            run.rps(),
-            run.ms(0.5),
-            run.ms(0.9),
-            run.ms(0.99),
-            run.ms(1.0),
-            cost.scripts,
-            cost.usec
-        );
+        large_group_row(name, &run, &cost, &format!("{written:>10.0}"));
     }
+    // A small group's message writes every member, and each member's state
+    // catches up with its large groups first (the event carries the badge):
+    // here 20 members who share the same 200 large groups.
+    let small: Arc<Vec<String>> = Arc::new(members[..20].iter().map(|m| m.to_string()).collect());
+    let touch = call(move |app, i| {
+        let small = small.clone();
+        async move {
+            let members: Vec<&str> = small.iter().map(String::as_str).collect();
+            let (group, seq) = (format!("small{}", i % 10), 1 + i as u64 / 10);
+            app.touch(message("bench", &group, seq, recent(9_500_000 + i as u64), "r0", &members)).await
+        }
+    });
+    let (run, cost) = phase(&app, 1, 200, &touch).await;
+    large_group_row("touch (group of 20 of them)", &run, &cost, "");
+}
+
+/// One line of the large groups' table: `meanwhile`, what the writer sent.
+fn large_group_row(name: &str, run: &Run, cost: &RedisCost, meanwhile: &str) {
+    println!("{name:<28} {} | {:>12.1}  {:>13.0} | {meanwhile}", run.columns(), cost.scripts, cost.usec);
 }
 
 /// What verifying an identity provider's token costs a call: the badge at

@@ -746,12 +746,17 @@ end
 local CLOCK_BUCKETS = 16
 local clocks_prefix = ''
 local clock_keys = {}
+-- The clocks this script read or wrote: conversation -> its counter as
+-- stored, or false (none). A script that catches up many members (a touch
+-- names up to 500, who often share their large groups) reads each clock
+-- once; set_clock and forget_clock, the only writers, keep it current.
+local known_clocks = {}
 
 -- Names the tenant's clocks for the rest of the script (`prefix`: the
 -- argument `clocks`).
 local function use_clocks(prefix)
   clocks_prefix = prefix or ''
-  clock_keys = {}
+  clock_keys, known_clocks = {}, {}
   for bucket = 0, CLOCK_BUCKETS - 1 do clock_keys[bucket] = clocks_prefix .. bucket .. '}' end
 end
 
@@ -784,12 +789,16 @@ end
 -- The log of `conv` moved to `counter` (on one Redis, in the same step, so
 -- the clock never lags its log there).
 local function set_clock(conv, counter)
-  if keeps_clocks() then redis.call('HSET', clock_key(conv), conv, int(counter)) end
+  if not keeps_clocks() then return end
+  known_clocks[conv] = int(counter)
+  redis.call('HSET', clock_key(conv), conv, known_clocks[conv])
 end
 
 -- A deleted conversation leaves its clock.
 local function forget_clock(conv)
-  if keeps_clocks() then redis.call('HDEL', clock_key(conv), conv) end
+  if not keeps_clocks() then return end
+  known_clocks[conv] = false
+  redis.call('HDEL', clock_key(conv), conv)
 end
 
 -- Makes the conversation large (its log starts empty); returns whether it
@@ -1152,34 +1161,46 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   return changed
 end
 
+-- Whether a large conversation whose clock holds `clock` (false: none)
+-- moved past membership record `value`. The same text is the same counter
+-- (both written by int()).
+local function clock_moved(clock, value)
+  return not clock or (clock ~= value and tonumber(clock) ~= membership_applied(value))
+end
+
 -- Which of a user's large conversations (`groups`, the HGETALL of its
 -- membership records) moved past where the member caught up, or have a
 -- clock that holds nothing: the index in `groups` of each, true. Nil on
 -- Redis Cluster, where the caller gave only the logs that moved, and for a
 -- user in none (every touch asks for each member). Every call of a member
 -- of many large conversations runs this over all of them, so it reads each
--- clock key once (HMGET) with the names of its conversations in one pass,
--- and compares the counters as the texts they are stored as.
+-- clock key once (HMGET) with the names of its conversations in one pass
+-- (only those no member before read in this script), and compares the
+-- counters as the texts they are stored as.
 local function moved_groups(groups)
   if not keeps_clocks() or #groups == 0 then return nil end
-  local names, at = {}, {}
+  local moved, names, at = {}, {}, {}
   for i = 1, #groups, 2 do
-    local bucket = clock_bucket(groups[i])
-    local these = names[bucket]
-    if not these then
-      these = {}
-      names[bucket], at[bucket] = these, {}
+    local conv = groups[i]
+    local known = known_clocks[conv]
+    if known ~= nil then
+      if clock_moved(known, groups[i + 1]) then moved[i] = true end
+    else
+      local bucket = clock_bucket(conv)
+      local these = names[bucket]
+      if not these then
+        these = {}
+        names[bucket], at[bucket] = these, {}
+      end
+      these[#these + 1] = conv
+      at[bucket][#these] = i
     end
-    these[#these + 1] = groups[i]
-    at[bucket][#these] = i
   end
-  local moved = {}
   for bucket, these in pairs(names) do
     local clocks = redis.call('HMGET', clock_keys[bucket], unpack(these))
     for j, i in ipairs(at[bucket]) do
-      local clock, value = clocks[j], groups[i + 1]
-      -- The same text is the same counter (both written by int()).
-      if not clock or (clock ~= value and tonumber(clock) ~= membership_applied(value)) then moved[i] = true end
+      known_clocks[these[j]] = clocks[j]
+      if clock_moved(clocks[j], groups[i + 1]) then moved[i] = true end
     end
   end
   return moved
