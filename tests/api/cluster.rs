@@ -1,10 +1,10 @@
 //! Redis Cluster: the same answers as one Redis, with every call sent in
-//! single-slot parts to the primaries that own them, through slot moves and
-//! a failover. (The randomized history runs on a cluster too: history.rs.)
+//! parts to the primaries that own their slots (one call per primary),
+//! through slot moves and a failover. (The randomized history runs on a cluster too: history.rs.)
 
 use serde_json::{Value, json};
 
-use crate::support::{App, Setup, jwt, message, unread_by_conversation};
+use crate::support::{App, RedisServer, Setup, jwt, message, unread_by_conversation};
 
 async fn cluster_app() -> App {
     App::with(Setup { cluster: true, ..Setup::default() }).await
@@ -192,6 +192,71 @@ async fn a_page_gets_each_rows_preview_from_its_own_primary() {
     }
     let badge = app.send("GET", "/v1/badge", Some(jwt("acme", "me")), None).await;
     assert_eq!(badge.body["total"].as_u64(), Some(30));
+}
+
+/// A touch of a group whose members live on every primary sends one
+/// members' script per primary, not one per member's slot: the parts of
+/// the slots one node serves go as one call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_groups_members_are_written_by_one_script_per_primary() {
+    let app = cluster_app().await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let group = members(30);
+    let names: Vec<&str> = group.iter().map(String::as_str).collect();
+    assert_eq!(app.touch(message("acme", "g", 1, 1_001, "u0", &names)).await.status, 200);
+    for primary in cluster.primaries() {
+        let members_here = names.iter().filter(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port == primary.port);
+        assert!(members_here.count() >= 3, "members spread over every primary");
+    }
+    let before = app.redis.scripts_run();
+    assert_eq!(app.touch(message("acme", "g", 2, 1_002, "u0", &names)).await.status, 200);
+    let scripts = app.redis.scripts_run() - before;
+    // The head's script, then one per primary for the 30 members.
+    assert_eq!(scripts, 1 + 3, "scripts for one message to 30 members");
+    for user in &names[1..] {
+        assert_eq!(app.row("acme", user, "g").await.unwrap()["unread"].as_u64(), Some(2), "{user}");
+    }
+}
+
+/// The parts one node serves go as one call only if the node serves every
+/// key of it. A member's slot moved to another primary after the app read
+/// the slot map: the node turns the call away before it writes anything,
+/// and each slot's part is sent on its own, the moved one following
+/// `MOVED`. Every member is written once, the moved one where its slot is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_for_one_node_that_names_a_key_it_no_longer_serves_is_sent_slot_by_slot() {
+    let app = cluster_app().await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let group = members(30);
+    let mut names: Vec<&str> = group.iter().map(String::as_str).collect();
+    assert_eq!(app.touch(message("acme", "g", 1, 1_001, "u0", &names)).await.status, 200);
+    // A newcomer whose slot holds nothing yet (it moves without its keys),
+    // and another to compare with.
+    let (moved, still) = ("x1", "x2");
+    let from = cluster.primary_of(&format!("{{acme:{moved}}}")).clone();
+    let slot: u16 = from.command(&["CLUSTER", "KEYSLOT", &format!("{{acme:{moved}}}")]);
+    let slot = slot.to_string();
+    let keys_in = |node: &RedisServer| node.command::<u64>(&["CLUSTER", "COUNTKEYSINSLOT", &slot]);
+    assert_eq!(keys_in(&from), 0);
+    let to = cluster.primaries().into_iter().find(|p| p.port != from.port).unwrap().clone();
+    for primary in cluster.primaries() {
+        let _: () = primary.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &cluster.id(&to)]);
+    }
+    let (elsewhere, redirected) = (from.errors("ELSEWHERE"), from.errors("MOVED"));
+
+    names.extend([moved, still]);
+    let answer = app.touch(message("acme", "g", 2, 1_002, "u0", &names)).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert!(from.errors("ELSEWHERE") > elsewhere, "the call for the slot's old node was not turned away");
+    assert!(from.errors("MOVED") > redirected, "the moved slot's part was not redirected");
+    assert_eq!(keys_in(&from), 0, "written where the slot was");
+    assert!(keys_in(&to) > 0, "not written where the slot is");
+    let expected = app.row("acme", still, "g").await.unwrap();
+    assert_eq!(app.row("acme", moved, "g").await.unwrap(), expected);
+    for user in &names[1..30] {
+        assert_eq!(app.row("acme", user, "g").await.unwrap()["unread"].as_u64(), Some(2), "{user}");
+    }
+    assert_eq!(app.badge("acme", moved).await.body["total"], expected["unread"]);
 }
 
 /// Slots move (a reshard) and a primary fails over while members read and

@@ -35,7 +35,7 @@ use crate::Error;
 use crate::cached::timed;
 use crate::keys::{clock_in, slot};
 use crate::redis::{eval, params, unavailable};
-use crate::script::{Call, Lua, Part, PartReply, Reply, Script, malformed};
+use crate::script::{Call, ELSEWHERE, Lua, Part, PartReply, Reply, Script, malformed};
 use crate::scripts::{GroupLogs, NO_LOGS_YET, Ping, WantedLog, logs_wanted};
 
 thread_local! {
@@ -188,7 +188,8 @@ pub fn redirect(text: &str) -> Option<Redirect> {
     None
 }
 
-/// Runs `script` on the cluster: each part on its slot's node, all at once.
+/// Runs `script` on the cluster: its parts at once, each on its slot's
+/// node, the parts of one node's slots as one call.
 pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     let mut call = crate::script::Call::default();
     script.encode(&mut call);
@@ -199,20 +200,75 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     // The clocks live in other slots: this client keeps them (see give_logs).
     let clocks = call.clocks_at().map(|at| std::mem::take(&mut call.args[at]));
     let conversations = call.conversations().map(<[u8]>::to_vec);
-    let mut parts = call.parts()?;
+    // The parts of the slots one node serves go as one call, by the map
+    // the instance has (none yet: one part per slot, which reads it).
+    let parts = match MAP.with_borrow(|m| m.clone()) {
+        Some(map) => call.parts_together(|slot| map.node(slot).map(str::to_string))?,
+        None => call.parts()?,
+    };
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
-    let mut replies = Vec::with_capacity(parts.len());
-    for reply in all(parts.iter().map(|part| run_part(Sent::Script(lua), part, until))).await {
-        replies.push(reply?);
-    }
+    let mut ran = run_parts(lua, parts, until).await?;
     if let Some(at) = logs_at {
         let names = Names { clocks: text_of(&clocks), conversations: text_of(&conversations) };
-        give_logs(lua, &mut parts, &mut replies, at, &names, until).await?;
+        ran = give_logs(lua, ran, at, &names, until).await?;
     }
-    let done =
-        parts.into_iter().zip(replies).map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
+    let done = ran.into_iter().map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
     script.merge(done.collect())
+}
+
+/// A part as it ran, and its node's reply.
+type Ran = (Part, Vec<RedisResult>);
+
+/// Runs every part at once. A part that joins several slots' parts and
+/// that its node turns away (a slot moved or is moving, the node failed)
+/// runs again as those parts, each following its own redirects; the
+/// parts that ran, in order.
+async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Result<Vec<Ran>, Error> {
+    let outcomes = all(parts.iter().map(|part| async move {
+        match part.is_joined() {
+            true => run_joined(lua, part, until).await,
+            false => run_part(Sent::Script(lua), part, until).await.map(Some),
+        }
+    }))
+    .await;
+    let mut ran: Vec<Vec<Ran>> = Vec::with_capacity(parts.len());
+    let mut turned_away: Vec<(usize, Part)> = Vec::new();
+    for (part, outcome) in parts.into_iter().zip(outcomes) {
+        match outcome? {
+            Some(values) => ran.push(vec![(part, values)]),
+            None => {
+                turned_away.extend(part.split().into_iter().map(|piece| (ran.len(), piece)));
+                ran.push(Vec::new());
+            }
+        }
+    }
+    let again = all(turned_away.iter().map(|(_, piece)| run_part(Sent::Script(lua), piece, until))).await;
+    for ((at, piece), values) in turned_away.into_iter().zip(again) {
+        ran[at].push((piece, values?));
+    }
+    Ok(ran.into_iter().flatten().collect())
+}
+
+/// A joined part, once, on the node the map says serves its slots: its
+/// reply, or none if the node turned it away unwritten (`keys_and_args` in
+/// `prelude.lua` found a key it does not serve; or a redirect) or could not
+/// be reached. A script that failed otherwise fails the call, as a part of
+/// one slot does.
+async fn run_joined(lua: &'static Lua, part: &Part, until: Instant) -> Result<Option<Vec<RedisResult>>, Error> {
+    let node =
+        MAP.with_borrow(|map| map.as_ref().zip(part.slot).and_then(|(map, slot)| map.node(slot).map(str::to_string)));
+    let Some(node) = node else { return Ok(None) };
+    let params = params(&[], &part.joined_args());
+    deadline(until, async {
+        match on_node(&node, Sent::Script(lua), &params).await {
+            Ok(values) => Ok(Some(values)),
+            Err(Failure::Script(text)) if text.contains(ELSEWHERE) || redirect(&text).is_some() => Ok(None),
+            Err(Failure::Script(text)) => Err(unavailable(lua.file, &text)),
+            Err(Failure::Down(_)) => Ok(None),
+        }
+    })
+    .await
 }
 
 /// A fixed argument as text ('' if none).
@@ -239,25 +295,24 @@ struct Names<'a> {
 /// `prelude.lua`; a log not given has nothing new for them).
 async fn give_logs(
     lua: &'static Lua,
-    parts: &mut [Part],
-    replies: &mut [Vec<RedisResult>],
+    ran: Vec<Ran>,
     at: usize,
     names: &Names<'_>,
     until: Instant,
-) -> Result<(), Error> {
-    let mut asked: Vec<(usize, Vec<WantedLog>)> = Vec::new();
-    for (index, values) in replies.iter().enumerate() {
+) -> Result<Vec<Ran>, Error> {
+    let mut asked: HashMap<usize, Vec<WantedLog>> = HashMap::new();
+    for (index, (_, values)) in ran.iter().enumerate() {
         if let Some(wanted) = logs_wanted(values)? {
-            asked.push((index, wanted));
+            asked.insert(index, wanted);
         }
     }
     if asked.is_empty() {
-        return Ok(());
+        return Ok(ran);
     }
     // Each log once, from the least far any of the users caught up.
     let mut union: Vec<WantedLog> = Vec::new();
     let mut position: HashMap<String, usize> = HashMap::new();
-    for wanted in asked.iter().flat_map(|(_, wanted)| wanted) {
+    for wanted in asked.values().flatten() {
         match position.get(&wanted.conversation) {
             Some(&at) => union[at].after = union[at].after.min(wanted.after),
             None => {
@@ -278,20 +333,24 @@ async fn give_logs(
         let read: Nested<'_, Vec<String>> = Box::pin(run(&logs));
         lines = moved.iter().map(|w| w.conversation.clone()).zip(read.await?).collect();
     }
-    for (index, wanted) in &asked {
-        let given = wanted.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
-        parts[*index].call.args[at] = GroupLogs::argument(given);
+    let (mut done, mut again) = (Vec::new(), Vec::new());
+    for (index, (mut part, values)) in ran.into_iter().enumerate() {
+        match asked.remove(&index) {
+            Some(wanted) => {
+                let given = wanted.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
+                part.call.args[at] = GroupLogs::argument(given);
+                again.push(part);
+            }
+            None => done.push((part, values)),
+        }
     }
-    let parts = &*parts;
-    let again = all(asked.iter().map(|(index, _)| run_part(Sent::Script(lua), &parts[*index], until))).await;
-    for ((index, _), values) in asked.iter().zip(again) {
-        let values = values?;
+    for (part, values) in run_parts(lua, again, until).await? {
         if logs_wanted(&values)?.is_some() {
             return Err(crate::script::malformed());
         }
-        replies[*index] = values;
+        done.push((part, values));
     }
-    Ok(())
+    Ok(done)
 }
 
 /// The log counters of large `conversations` as their clocks (named from
@@ -308,7 +367,7 @@ async fn read_clocks(clocks: &str, conversations: &[&str], until: Instant) -> Re
         let at = *by_key.entry(key.clone()).or_insert_with(|| {
             let mut call = Call::default();
             call.keys.push(key.clone());
-            parts.push(Part { slot: Some(slot(&key)), with_fixed_keys: false, items: Vec::new(), call });
+            parts.push(Part::in_slot(slot(&key), Vec::new(), call));
             parts.len() - 1
         });
         parts[at].items.push(index);
@@ -346,7 +405,7 @@ pub async fn get_each(keys: &[String], within: Duration) -> Result<Vec<Option<Ve
         .map(|(index, key)| {
             let mut call = Call::default();
             call.keys.push(key.clone());
-            Part { slot: Some(slot(key)), with_fixed_keys: false, items: vec![index], call }
+            Part::in_slot(slot(key), vec![index], call)
         })
         .collect();
     let replies = all(parts.iter().map(|part| run_part(Sent::Command("GET"), part, until))).await;

@@ -327,21 +327,21 @@ impl Call {
         };
         let Some(shape) = self.items else {
             let slot = slot_of(&self.keys)?;
-            return Ok(vec![Part { slot, with_fixed_keys: true, items: Vec::new(), call: self.copy() }]);
+            return Ok(vec![Part { slot, with_fixed_keys: true, call: self.copy(), ..Part::default() }]);
         };
         let fixed_slot = slot_of(&self.keys[..shape.fixed_keys])?;
         let mut parts: Vec<Part> = Vec::new();
         let mut part_of_slot = std::collections::HashMap::new();
         if let Some(slot) = fixed_slot {
             part_of_slot.insert(slot, 0);
-            parts.push(Part { slot: Some(slot), with_fixed_keys: true, items: Vec::new(), call: Call::default() });
+            parts.push(Part { slot: Some(slot), with_fixed_keys: true, ..Part::default() });
         }
         for item in 0..shape.count {
             let keys = shape.fixed_keys + item * shape.keys..shape.fixed_keys + (item + 1) * shape.keys;
             let slot = slot_of(&self.keys[keys])?;
             let Some(slot) = slot else { return Err(spans_slots()) };
             let index = *part_of_slot.entry(slot).or_insert_with(|| {
-                parts.push(Part { slot: Some(slot), with_fixed_keys: false, items: Vec::new(), call: Call::default() });
+                parts.push(Part { slot: Some(slot), ..Part::default() });
                 parts.len() - 1
             });
             parts[index].items.push(item);
@@ -361,6 +361,34 @@ impl Call {
         Ok(parts)
     }
 
+    /// The call as [`Call::parts`] cuts it, then the parts whose slots
+    /// `group` puts together (the node that serves them) joined into one:
+    /// one script call per node where one per slot would cost a round
+    /// trip and a run of the prelude each. A joined part keeps its pieces,
+    /// which are sent instead if the node turns it away ([`Part::split`]).
+    pub fn parts_together<G: Eq + std::hash::Hash>(
+        &self,
+        group: impl Fn(u16) -> Option<G>,
+    ) -> Result<Vec<Part>, Error> {
+        let parts = self.parts()?;
+        let Some(shape) = self.items else { return Ok(parts) };
+        let mut groups: Vec<Vec<Part>> = Vec::new();
+        let mut group_at = std::collections::HashMap::new();
+        for part in parts {
+            match part.slot.and_then(&group) {
+                Some(key) => {
+                    let at = *group_at.entry(key).or_insert_with(|| {
+                        groups.push(Vec::new());
+                        groups.len() - 1
+                    });
+                    groups[at].push(part);
+                }
+                None => groups.push(vec![part]),
+            }
+        }
+        Ok(groups.into_iter().map(|pieces| Part::joined(pieces, shape.fixed_args)).collect())
+    }
+
     /// The keys and arguments alone.
     fn copy(&self) -> Call {
         Call { keys: self.keys.clone(), args: self.args.clone(), ..Call::default() }
@@ -373,9 +401,12 @@ impl Call {
     }
 }
 
-/// One hash slot's part of a call (see [`Call::parts`]).
+/// One hash slot's part of a call (see [`Call::parts`]), or the parts of
+/// several slots joined (see [`Call::parts_together`]).
+#[derive(Default)]
 pub struct Part {
-    /// The slot of its keys; none for a call without keys.
+    /// The slot of its keys (of its first piece's, if joined); none for a
+    /// call without keys.
     pub slot: Option<u16>,
     /// Whether it carries the call's fixed keys.
     pub with_fixed_keys: bool,
@@ -383,6 +414,87 @@ pub struct Part {
     pub items: Vec<usize>,
     /// Its keys and arguments.
     pub call: Call,
+    /// The single-slot parts it joins, in order (none for a part of one
+    /// slot); the one with the fixed keys first, so that they lead.
+    pieces: Vec<Part>,
+    /// How many of the call's arguments are fixed (every piece repeats them).
+    fixed_args: usize,
+}
+
+/// What leads the arguments of a joined part (`NODE_PARTS` in
+/// `prelude.lua`): no argument of a script begins with a NUL byte.
+pub const NODE_PARTS: &[u8] = b"\0node-parts";
+
+/// The error a node answers to a joined part one of whose keys it does not
+/// serve (`keys_and_args` in `prelude.lua`).
+pub const ELSEWHERE: &str = "ELSEWHERE";
+
+/// At most this many keys are looked at in one `EXISTS` (a run of a joined
+/// part's keys), well inside what Lua's `unpack` takes.
+const KEYS_PER_LOOK: usize = 1000;
+
+impl Part {
+    /// A part of one slot: `call`, for `items` of a whole call.
+    pub fn in_slot(slot: u16, items: Vec<usize>, call: Call) -> Part {
+        Part { slot: Some(slot), items, call, ..Part::default() }
+    }
+
+    /// `pieces` as one part (a single piece stays itself).
+    fn joined(mut pieces: Vec<Part>, fixed_args: usize) -> Part {
+        if pieces.len() == 1
+            && let Some(piece) = pieces.pop()
+        {
+            return piece;
+        }
+        let mut call = Call::default();
+        let mut items = Vec::new();
+        for (n, piece) in pieces.iter().enumerate() {
+            call.keys.extend_from_slice(&piece.call.keys);
+            call.args.extend_from_slice(&piece.call.args[if n == 0 { 0 } else { fixed_args }..]);
+            items.extend(&piece.items);
+        }
+        let (slot, with_fixed_keys) = pieces.first().map_or((None, false), |p| (p.slot, p.with_fixed_keys));
+        Part { slot, with_fixed_keys, items, call, pieces, fixed_args }
+    }
+
+    /// Whether it joins the parts of several slots.
+    pub fn is_joined(&self) -> bool {
+        !self.pieces.is_empty()
+    }
+
+    /// A joined part's pieces, each with the fixed arguments the part holds
+    /// now (the cluster client fills some in after the split: `logs`).
+    pub fn split(self) -> Vec<Part> {
+        let fixed = &self.call.args[..self.fixed_args.min(self.call.args.len())];
+        let mut pieces = self.pieces;
+        for piece in &mut pieces {
+            piece.call.args[..fixed.len()].clone_from_slice(fixed);
+        }
+        pieces
+    }
+
+    /// The arguments of a joined part, sent without keys (Redis refuses a
+    /// script whose declared keys span slots): [`NODE_PARTS`], the length of
+    /// each run of keys of one slot, the keys, then the arguments (read by
+    /// `keys_and_args` in `prelude.lua`, which looks at each run before the
+    /// script writes anything).
+    pub fn joined_args(&self) -> Vec<Vec<u8>> {
+        let mut runs = Vec::new();
+        for piece in &self.pieces {
+            let mut left = piece.call.keys.len();
+            while left > 0 {
+                let run = left.min(KEYS_PER_LOOK);
+                runs.push(run.to_string());
+                left -= run;
+            }
+        }
+        let mut args = Vec::with_capacity(2 + self.call.keys.len() + self.call.args.len());
+        args.push(NODE_PARTS.to_vec());
+        args.push(runs.join(",").into_bytes());
+        args.extend(self.call.keys.iter().map(|key| key.as_bytes().to_vec()));
+        args.extend(self.call.args.iter().cloned());
+        args
+    }
 }
 
 /// The reply to one part of a split call.

@@ -335,21 +335,33 @@ fn the_scripts_that_span_slots_are_known() {
     assert_eq!(conversation_slots.len(), 1);
 }
 
+/// A Lua state with the globals a script's prelude names (empty `redis`
+/// and `cjson`; a test puts in what it calls).
+fn bare_lua() -> mlua::Lua {
+    let lua = mlua::Lua::new();
+    lua.load("redis = {}\ncjson = {}").exec().unwrap();
+    lua
+}
+
+/// The prelude, then script `file`'s `declare` header, returning what
+/// `declare` returns.
+fn declare_only(file: &str) -> String {
+    let text = std::fs::read_to_string(format!("{}/src/scripts/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let start = text.find("declare {").unwrap() + "declare ".len();
+    format!("{}\nreturn declare {}", crate::script::PRELUDE, balanced(&text[start..]))
+}
+
 /// On Redis Cluster a call is sent in single-slot parts. Every part of every
 /// sample call is one slot, every item goes in exactly one part, the fixed
 /// keys in exactly one; and `declare` (run in Lua) takes every part: it
 /// names the part's items, and gives no fixed keys to a part without them.
 #[test]
 fn every_call_splits_into_single_slot_parts_its_script_takes() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts");
-    let lua = mlua::Lua::new();
-    lua.load("redis = {}\ncjson = {}").exec().unwrap();
+    let lua = bare_lua();
     let mut split = Vec::new();
     for (file, call) in sample_calls() {
         let parts = call.parts().unwrap_or_else(|e| panic!("{file}: {e:?}"));
-        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
-        let start = text.find("declare {").unwrap() + "declare ".len();
-        let spec = balanced(&text[start..]);
+        let script = declare_only(file);
         let fixed_keys = call.names().keys.len();
         let mut items: Vec<usize> = Vec::new();
         let mut with_fixed = 0;
@@ -363,10 +375,8 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
             globals.set("KEYS", part.call.keys.clone()).unwrap();
             let args: Vec<mlua::String> = part.call.args.iter().map(|a| lua.create_string(a).unwrap()).collect();
             globals.set("ARGV", args).unwrap();
-            let (keys, _, named): (mlua::Value, mlua::Value, mlua::Table) = lua
-                .load(format!("{}\nreturn declare {spec}", crate::script::PRELUDE))
-                .eval()
-                .unwrap_or_else(|e| panic!("{file}: declare refuses a part: {e}"));
+            let (keys, _, named): (mlua::Value, mlua::Value, mlua::Table) =
+                lua.load(&script).eval().unwrap_or_else(|e| panic!("{file}: declare refuses a part: {e}"));
             assert_eq!(named.raw_len(), part.items.len(), "{file}: items of a part");
             let has_keys = !matches!(keys, mlua::Value::Nil);
             assert_eq!(has_keys, fixed_keys == 0 || part.with_fixed_keys, "{file}: fixed keys of a part");
@@ -382,6 +392,62 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
         }
     }
     assert_eq!(split.len(), 15, "the scripts that span slots are split: {split:?}");
+}
+
+/// On Redis Cluster the parts of the slots one node serves go as one call,
+/// without keys. Run in Lua, `declare` takes such a call as the parts it
+/// joins: it names all their items, and the fixed keys if one of them had
+/// them; every key is looked at before it returns, and a key the node does
+/// not serve stops the call with ELSEWHERE. Split, the call gives back those
+/// parts.
+#[test]
+fn a_call_joining_one_nodes_parts_declares_their_items_and_stops_where_a_key_is_elsewhere() {
+    let lua = bare_lua();
+    let mut joined = Vec::new();
+    for (file, call) in sample_calls() {
+        let script = declare_only(file);
+        let fixed_keys = call.names().keys.len();
+        let by_slot = call.parts().unwrap();
+        // One node serves every slot.
+        for part in call.parts_together(|_| Some(())).unwrap() {
+            if !part.is_joined() {
+                continue;
+            }
+            joined.push(file);
+            let globals = lua.globals();
+            globals.set("KEYS", Vec::<String>::new()).unwrap();
+            let args: Vec<mlua::String> = part.joined_args().iter().map(|a| lua.create_string(a).unwrap()).collect();
+            globals.set("ARGV", args).unwrap();
+            lua.load("looked = {}\nredis.pcall = function(_, ...) for _, k in ipairs({...}) do looked[#looked + 1] = k end return 1 end")
+                .exec()
+                .unwrap();
+            let (keys, _, named): (mlua::Value, mlua::Value, mlua::Table) =
+                lua.load(&script).eval().unwrap_or_else(|e| panic!("{file}: declare refuses a joined part: {e}"));
+            assert_eq!(named.raw_len(), part.items.len(), "{file}: items of a joined part");
+            let has_keys = !matches!(keys, mlua::Value::Nil);
+            assert_eq!(has_keys, fixed_keys == 0 || part.with_fixed_keys, "{file}: fixed keys of a joined part");
+            let looked: Vec<String> = globals.get("looked").unwrap();
+            assert_eq!(looked, part.call.keys, "{file}: every key looked at");
+            lua.load("redis.pcall = function() return {err = 'ERR Script attempted to access a non local key'} end")
+                .exec()
+                .unwrap();
+            globals.set("SCRIPT", script.as_str()).unwrap();
+            let refused: String = lua
+                .load("local ran, refused = pcall((loadstring or load)(SCRIPT))\nreturn ran and 'ran' or refused.err")
+                .eval()
+                .unwrap();
+            assert!(refused.starts_with(crate::script::ELSEWHERE), "{file}: {refused}");
+            for piece in part.split() {
+                let same = by_slot.iter().find(|p| p.slot == piece.slot).unwrap();
+                assert_eq!(
+                    (&piece.items, &piece.call.keys, &piece.call.args, piece.with_fixed_keys),
+                    (&same.items, &same.call.keys, &same.call.args, same.with_fixed_keys),
+                    "{file}: a piece of a joined part"
+                );
+            }
+        }
+    }
+    assert_eq!(joined.len(), 15, "every call that spans slots joins its parts: {joined:?}");
 }
 
 /// The names the prelude defines at its top level in `text` (`local

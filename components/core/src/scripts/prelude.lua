@@ -51,6 +51,32 @@
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta', 'groups'}
 local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group', 'joined'}
 
+-- On Redis Cluster the parts of one call that one node serves may come as
+-- one call (parts_together in script.rs): no KEYS, since Redis refuses a
+-- script whose declared keys span slots, and ARGV led by NODE_PARTS, the
+-- length of each run of keys of one slot, the keys, then the arguments.
+-- Every key is looked at before the script writes anything: where this node
+-- does not serve one (its slot moved, or is moving and the key went ahead),
+-- the call fails with ELSEWHERE, unwritten, and the client sends the parts
+-- one slot at a time. Returns the keys and the arguments.
+local NODE_PARTS = '\0node-parts'
+
+local function keys_and_args()
+  if #KEYS > 0 or ARGV[1] ~= NODE_PARTS then return KEYS, ARGV end
+  local keys, args, at = {}, {}, 3
+  for run in string.gmatch(ARGV[2], '%d+') do
+    local first = at
+    at = at + tonumber(run)
+    local seen = redis.pcall('EXISTS', unpack(ARGV, first, at - 1))
+    if type(seen) == 'table' and seen.err then
+      return error({err = 'ELSEWHERE a key of this call is not served here'})
+    end
+    for i = first, at - 1 do keys[#keys + 1] = ARGV[i] end
+  end
+  for i = at, #ARGV do args[#args + 1] = ARGV[i] end
+  return keys, args
+end
+
 -- Names KEYS and ARGV as the script's header declares them: fixed keys and
 -- arguments first, then `each` repeated once per item (a member, a user).
 -- Returns the keys, the arguments and the items (each with its keys and
@@ -60,6 +86,7 @@ local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group', 'joined'}
 -- comes without them: then the keys returned are nil (only a script whose
 -- items have arguments can tell, so only such a script may be split so).
 local function declare(spec)
+  local KEYS, ARGV = keys_and_args()
   local fixed_keys, fixed_args = spec.keys or {}, spec.args or {}
   local named_keys, named_args, items = {}, {}, {}
   local each_keys = spec.each and spec.each.keys or {}
