@@ -403,17 +403,22 @@ fn every_call_splits_into_single_slot_parts_its_script_takes() {
 #[test]
 fn a_call_joining_one_nodes_parts_declares_their_items_and_stops_where_a_key_is_elsewhere() {
     let lua = bare_lua();
-    let mut joined = Vec::new();
+    let (mut joined, mut apart) = (Vec::new(), 0);
     for (file, call) in sample_calls() {
         let script = declare_only(file);
         let fixed_keys = call.names().keys.len();
         let by_slot = call.parts().unwrap();
-        // One node serves every slot.
-        for part in call.parts_together(|_| Some(())).unwrap() {
+        // One node serves every slot; or one the fixed keys' slot and
+        // another every other slot (a joined part without the fixed keys).
+        let one_node = call.parts_together(|_| Some(false)).unwrap();
+        let fixed = by_slot.iter().find(|p| p.with_fixed_keys).and_then(|p| p.slot);
+        let two_nodes = call.parts_together(|slot| Some(Some(slot) == fixed)).unwrap();
+        for part in one_node.into_iter().chain(two_nodes) {
             if !part.is_joined() {
                 continue;
             }
             joined.push(file);
+            apart += usize::from(fixed_keys > 0 && !part.with_fixed_keys);
             let globals = lua.globals();
             globals.set("KEYS", Vec::<String>::new()).unwrap();
             let args: Vec<mlua::String> = part.joined_args().iter().map(|a| lua.create_string(a).unwrap()).collect();
@@ -447,6 +452,8 @@ fn a_call_joining_one_nodes_parts_declares_their_items_and_stops_where_a_key_is_
             }
         }
     }
+    assert!(apart > 0, "no joined part came without the fixed keys");
+    joined.dedup();
     assert_eq!(joined.len(), 15, "every call that spans slots joins its parts: {joined:?}");
 }
 
