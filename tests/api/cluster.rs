@@ -140,8 +140,13 @@ async fn the_head_vouches_for_a_touchs_category() {
     let mut first = message("acme", "h", 1, 1_000, "u0", &names);
     first["category"] = json!("system");
     assert_eq!(app.touch(first).await.status, 200);
+    let cluster = app.cluster.as_ref().unwrap();
+    let heads_primary = cluster.primary_of("{acme:h}").port;
+    let beside_head = names[1..].iter().filter(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port == heads_primary);
+    assert!(beside_head.count() > 0, "no member goes in the head's call");
 
-    // The head refuses another category; no member is written.
+    // The head refuses another category; no member is written, not even
+    // those its call carries.
     let refused = app.touch(message("acme", "h", 2, 1_002, "u0", &names)).await;
     assert_eq!(refused.status, 409, "{:?}", refused.body);
     for user in &names[1..] {
@@ -195,8 +200,9 @@ async fn a_page_gets_each_rows_preview_from_its_own_primary() {
 }
 
 /// A touch of a group whose members live on every primary sends one
-/// members' script per primary, not one per member's slot: the parts of
-/// the slots one node serves go as one call.
+/// script per primary, not one per member's slot: the parts of the slots
+/// one node serves go as one call, and the members the head's primary
+/// serves go with the head's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_groups_members_are_written_by_one_script_per_primary() {
     let app = cluster_app().await;
@@ -211,18 +217,25 @@ async fn a_groups_members_are_written_by_one_script_per_primary() {
     let before = app.redis.scripts_run();
     assert_eq!(app.touch(message("acme", "g", 2, 1_002, "u0", &names)).await.status, 200);
     let scripts = app.redis.scripts_run() - before;
-    // The head's script, then one per primary for the 30 members.
-    assert_eq!(scripts, 1 + 3, "scripts for one message to 30 members");
+    // The head's script with its primary's members, then one per other
+    // primary for theirs.
+    assert_eq!(scripts, 1 + 2, "scripts for one message to 30 members");
     for user in &names[1..] {
         assert_eq!(app.row("acme", user, "g").await.unwrap()["unread"].as_u64(), Some(2), "{user}");
     }
 }
 
 /// The parts one node serves go as one call only if the node serves every
-/// key of it. A member's slot moved to another primary after the app read
-/// the slot map: the node turns the call away before it writes anything,
-/// and each slot's part is sent on its own, the moved one following
-/// `MOVED`. Every member is written once, the moved one where its slot is.
+/// key of it. A newcomer's slot moved to another primary after the app
+/// read the slot map, then another's:
+/// - the first on the head's primary: the head's call (it carries the
+///   members its primary serves) is turned away before it writes anything,
+///   the head's part runs alone, and the newcomer's part, which follows
+///   `MOVED` away from the head, hands its member to the members' round;
+/// - the second on another primary: the members' call is turned away, and
+///   each slot's part is sent on its own, the moved one following `MOVED`.
+///
+/// Every member is written once, the moved ones where their slots are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_for_one_node_that_names_a_key_it_no_longer_serves_is_sent_slot_by_slot() {
     let app = cluster_app().await;
@@ -230,33 +243,46 @@ async fn a_call_for_one_node_that_names_a_key_it_no_longer_serves_is_sent_slot_b
     let group = members(30);
     let mut names: Vec<&str> = group.iter().map(String::as_str).collect();
     assert_eq!(app.touch(message("acme", "g", 1, 1_001, "u0", &names)).await.status, 200);
-    // A newcomer whose slot holds nothing yet (it moves without its keys),
-    // and another to compare with.
-    let (moved, still) = ("x1", "x2");
-    let from = cluster.primary_of(&format!("{{acme:{moved}}}")).clone();
-    let slot: u16 = from.command(&["CLUSTER", "KEYSLOT", &format!("{{acme:{moved}}}")]);
-    let slot = slot.to_string();
-    let keys_in = |node: &RedisServer| node.command::<u64>(&["CLUSTER", "COUNTKEYSINSLOT", &slot]);
-    assert_eq!(keys_in(&from), 0);
-    let to = cluster.primaries().into_iter().find(|p| p.port != from.port).unwrap().clone();
-    for primary in cluster.primaries() {
-        let _: () = primary.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &cluster.id(&to)]);
-    }
-    let (elsewhere, redirected) = (from.errors("ELSEWHERE"), from.errors("MOVED"));
+    let head = cluster.primary_of("{acme:g}").clone();
+    let slot_of = |user: &str| head.command::<u16>(&["CLUSTER", "KEYSLOT", &format!("{{acme:{user}}}")]).to_string();
+    let head_slot = head.command::<u16>(&["CLUSTER", "KEYSLOT", "{acme:g}"]).to_string();
+    let on_heads = |user: &str| cluster.primary_of(&format!("{{acme:{user}}}")).port == head.port;
+    // Newcomers whose slots hold nothing yet (a slot moves here without its
+    // keys), each with another newcomer to compare with.
+    let newcomers: Vec<String> = (0..400).map(|i| format!("x{i}")).collect();
+    let unused = |user: &str| {
+        let slot = slot_of(user);
+        let node = cluster.primary_of(&format!("{{acme:{user}}}"));
+        slot != head_slot && node.command::<u64>(&["CLUSTER", "COUNTKEYSINSLOT", &slot]) == 0
+    };
+    let beside = newcomers.iter().find(|u| on_heads(u) && unused(u)).unwrap().as_str();
+    let apart = newcomers.iter().find(|u| !on_heads(u) && unused(u) && slot_of(u) != slot_of(beside)).unwrap().as_str();
+    let others: Vec<&str> = newcomers.iter().map(String::as_str).filter(|u| ![beside, apart].contains(u)).collect();
+    for (seq, (moved, still)) in [(beside, others[0]), (apart, others[1])].into_iter().enumerate() {
+        let seq = seq as u64 + 2;
+        let from = cluster.primary_of(&format!("{{acme:{moved}}}")).clone();
+        let to = cluster.primaries().into_iter().find(|p| p.port != from.port).unwrap().clone();
+        let slot = slot_of(moved);
+        for primary in cluster.primaries() {
+            let _: () = primary.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &cluster.id(&to)]);
+        }
+        let (elsewhere, redirected) = (from.errors("ELSEWHERE"), from.errors("MOVED"));
 
-    names.extend([moved, still]);
-    let answer = app.touch(message("acme", "g", 2, 1_002, "u0", &names)).await;
-    assert_eq!(answer.status, 200, "{:?}", answer.body);
-    assert!(from.errors("ELSEWHERE") > elsewhere, "the call for the slot's old node was not turned away");
-    assert!(from.errors("MOVED") > redirected, "the moved slot's part was not redirected");
-    assert_eq!(keys_in(&from), 0, "written where the slot was");
-    assert!(keys_in(&to) > 0, "not written where the slot is");
-    let expected = app.row("acme", still, "g").await.unwrap();
-    assert_eq!(app.row("acme", moved, "g").await.unwrap(), expected);
-    for user in &names[1..30] {
-        assert_eq!(app.row("acme", user, "g").await.unwrap()["unread"].as_u64(), Some(2), "{user}");
+        names.extend([moved, still]);
+        let answer = app.touch(message("acme", "g", seq, 1_000 + seq, "u0", &names)).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        let keys_in = |node: &RedisServer| node.command::<u64>(&["CLUSTER", "COUNTKEYSINSLOT", &slot]);
+        assert!(from.errors("ELSEWHERE") > elsewhere, "{moved}: the call for its old node was not turned away");
+        assert!(from.errors("MOVED") > redirected, "{moved}: its part was not redirected");
+        assert_eq!(keys_in(&from), 0, "{moved}: written where its slot was");
+        assert!(keys_in(&to) > 0, "{moved}: not written where its slot is");
+        let expected = app.row("acme", still, "g").await.unwrap();
+        assert_eq!(app.row("acme", moved, "g").await.unwrap(), expected, "{moved}");
+        assert_eq!(app.badge("acme", moved).await.body["total"], expected["unread"], "{moved}");
+        for user in &names[1..30] {
+            assert_eq!(app.row("acme", user, "g").await.unwrap()["unread"].as_u64(), Some(seq), "{user}");
+        }
     }
-    assert_eq!(app.badge("acme", moved).await.body["total"], expected["unread"]);
 }
 
 /// Slots move (a reshard) and a primary fails over while members read and

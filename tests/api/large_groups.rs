@@ -272,6 +272,38 @@ async fn a_message_to_a_large_group_on_a_cluster_is_written_once() {
     written_once(true).await;
 }
 
+/// On a cluster the members the head's primary serves are written in the
+/// head's call, but the conversation's event stays the head's to give: a
+/// late message that brings a newcomer beside the head (written in that
+/// call) its mention publishes the newcomer's event and none for the
+/// conversation, whose head did not move; and the newcomer's row is the one
+/// Redis gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_mention_beside_a_large_groups_head_publishes_no_conversation_event() {
+    let (one, app) = (app(10, false).await, app(10, true).await);
+    let cluster = app.cluster.as_ref().unwrap();
+    let heads = cluster.primary_of("{acme:big}").port;
+    let newcomer =
+        (0..100).map(|i| format!("n{i}")).find(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port == heads).unwrap();
+    let members: Vec<String> = (0..40).map(member).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let mut late = message("acme", "big", 2, 1_002, "m0", &["m0", &newcomer]);
+    late["mentions"] = json!([newcomer]);
+    let mut rows = Vec::new();
+    for app in [&one, &app] {
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m0", &["m0"])).await.status, 200);
+        let mut events = Events::subscribe(app, "acme");
+        assert_eq!(app.touch(late.clone()).await.status, 200);
+        let events = events.take();
+        assert!(events.iter().all(|e| !e["user"].is_null()), "a conversation event for a late message: {events:?}");
+        assert!(events.iter().any(|e| e["user"] == newcomer.as_str()), "no event for {newcomer}: {events:?}");
+        rows.push(app.row("acme", &newcomer, "big").await.unwrap());
+    }
+    assert_eq!(rows[1], rows[0]);
+    assert_eq!(rows[1]["mentions"].as_u64(), Some(1), "{}", rows[1]);
+}
+
 /// A message to a large group costs Redis a few commands whatever its size,
 /// publishes one event for the conversation (and one per member mentioned
 /// by name, and the sender's), and every member counts it.

@@ -217,6 +217,17 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     script.merge(done.collect())
 }
 
+/// The items of `script`'s call that the node serving its fixed keys also
+/// serves, by the instance's slot map (none without a map or fixed keys):
+/// those that would go in one call with the fixed keys.
+pub fn items_beside_fixed_keys<S: Script>(script: &S) -> Vec<usize> {
+    let Some(map) = MAP.with_borrow(|m| m.clone()) else { return Vec::new() };
+    let mut call = Call::default();
+    script.encode(&mut call);
+    let parts = call.parts_together(|slot| map.node(slot).map(str::to_string)).unwrap_or_default();
+    parts.into_iter().find(|part| part.with_fixed_keys).map(|part| part.items).unwrap_or_default()
+}
+
 /// A part as it ran, and its node's reply.
 type Ran = (Part, Vec<RedisResult>);
 

@@ -551,14 +551,20 @@ fn no_sql_store() -> Error {
 }
 
 /// A touch on Redis Cluster, whose parts cannot refuse together: the head
-/// first, which refuses or vouches for the message's category and takes it
-/// (in a large conversation, into its log), then the members, told what the
+/// first, with the members its node serves (one call), which refuses or
+/// vouches for the message's category and takes it (in a large
+/// conversation, into its log); then the other members, told what the
 /// head's round answered of the log (whose clock moves beside them); when
 /// the head cannot vouch (a new conversation), every part is checked before
 /// the head takes the message.
 async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
     touch.mode = TouchMode::Head;
+    touch.members = members.clone();
+    let beside = cluster::items_beside_fixed_keys(&*touch);
+    touch.members = beside.iter().map(|&at| members[at].clone()).collect();
     let mut head = redis::run(&*touch).await?;
+    // Who the head's round wrote (none if it took nothing).
+    let mut written: std::collections::HashSet<String> = Default::default();
     if let Touched::Unvouched = head {
         touch.members = members.clone();
         touch.mode = TouchMode::Check;
@@ -568,8 +574,15 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         touch.members = Vec::new();
         touch.mode = TouchMode::First;
         head = redis::run(&*touch).await?;
+    } else if let Touched::Done { deferred, .. } = &head {
+        // Members the head's call left unwritten: in large conversations
+        // (their logs are read in the members' round), or in a slot that
+        // moved since the map was read.
+        written = touch.members.iter().map(|(user, _)| user.clone()).filter(|user| !deferred.contains(user)).collect();
     }
-    let Touched::Done { applied, large, fresh, joiners, .. } = head else { return Ok(head) };
+    let Touched::Done { applied, large, fresh, logged, joiners, mut unanswered, .. } = head else {
+        return Ok(head);
+    };
     // A large conversation's clock moves beside the members' round (then
     // its event goes out). A member part that reads the clock before it
     // moved takes the message without the log's entries since its last
@@ -579,22 +592,36 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
             conversation: touch.conversation.to_string(),
             counter: Some(counter),
             fresh,
-            announce: applied.then_some(touch.seq),
+            announce: logged.then_some(touch.seq),
         })
         .into_iter()
         .collect();
     let clock = MoveClocks::after(touch.tenant, &moves);
-    touch.members = members;
+    touch.members = members.into_iter().filter(|(user, _)| !written.contains(user)).collect();
     touch.mode = TouchMode::Members;
     touch.large = large;
-    let (clock, touched) = both(clock, redis::run(&*touch)).await;
-    clock?;
-    let touched = touched?;
-    Ok(match touched {
-        Touched::Done { applied: by_members, unanswered, .. } => {
-            Touched::Done { applied: applied || by_members, large, fresh, unanswered, joiners }
+    let mut by_members = false;
+    if touch.members.is_empty() {
+        clock.await?;
+    } else {
+        let (clock, touched) = both(clock, redis::run(&*touch)).await;
+        clock?;
+        match touched? {
+            Touched::Done { applied, unanswered: unanswered_by_members, .. } => {
+                by_members = applied;
+                unanswered.extend(unanswered_by_members);
+            }
+            refused => return Ok(refused),
         }
-        refused => refused,
+    }
+    Ok(Touched::Done {
+        applied: applied || by_members,
+        large,
+        fresh,
+        logged,
+        unanswered,
+        joiners,
+        deferred: Vec::new(),
     })
 }
 

@@ -10,11 +10,16 @@
 -- reply: the caller rebuilds them from the truth, which holds this message.
 -- On Redis Cluster the head and each slot's members are separate parts,
 -- which cannot refuse together, so a touch goes in rounds (`mode`): 'head'
--- first, the head alone: it refuses a message of another category than the
--- head's and otherwise takes it, or, with no category to vouch for, writes
--- nothing and answers 'unvouched'; then 'members', every member part without
--- the head (a conversation lives in its head's category), told by `large`
--- what the head round answered of the conversation's log. Unvouched, a
+-- first, the head with the members its node serves (one call): it refuses a
+-- message of another category than the head's and otherwise takes it, or,
+-- with no category to vouch for, writes nothing and answers 'unvouched' (a
+-- part of this round without the head, which a slot that moved leaves
+-- apart, writes nothing and defers its members, as does the head's part
+-- with its members in large conversations); then
+-- 'members', every other member part without the head (a conversation
+-- lives in its head's category, so no member's is checked once the head
+-- vouched), told by `large` what the head round answered of the
+-- conversation's log. Unvouched, a
 -- round of 'check' looks for a conflict in every part, then 'first' takes
 -- the message in the head alone, and then 'members'. Standalone Redis runs
 -- the whole touch in one step ('all'). `named`: how many members the whole
@@ -24,10 +29,12 @@
 -- again.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
--- was made by this message), n, n unanswerable users, j, j users who joined
+-- was made by this message), logged (1: the message moved the log, so its
+-- conversation's event goes out; from the head), n, n unanswerable users, j, j users who joined
 -- lately (record_joiners: every message of the large conversation hands
--- them to the caller until it forgets them)}, {'unvouched'} or {'conflict', user ('' for
--- the head), category}.
+-- them to the caller until it forgets them, d, d users a 'head' call left to
+-- the members' round)}, {'unvouched'} or {'conflict', user ('' for the
+-- head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
@@ -45,23 +52,47 @@ local function head_category()
   return head and head.category or ''
 end
 
+-- The 'ok' reply (see above); `deferred`: the members a 'head' call left
+-- to the members' round, unwritten.
+local function answer(applied, counter, fresh, logged, unanswered, joiners, deferred)
+  local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0}
+  for _, users in ipairs({unanswered, joiners, deferred}) do
+    out[#out + 1] = #users
+    for _, user in ipairs(users) do out[#out + 1] = user end
+  end
+  return out
+end
+
+local deferred = {}
 if mode == 'head' then
+  -- A member who catches up with large conversations waits for the
+  -- members' round, where the logs they need are read once for all (here
+  -- they would be read before, in a round of their own); every member of
+  -- a part without the head waits.
+  local plain = {}
+  for _, m in ipairs(members) do
+    if not K or redis.call('EXISTS', m.groups) == 1 then deferred[#deferred + 1] = m.user else plain[#plain + 1] = m end
+  end
+  if not K then return answer(0, nil, false, false, {}, {}, deferred) end
   local held = head_category()
   if held == '' then return {'unvouched'} end
   if held ~= category then return {'conflict', '', held} end
+  members = plain
 end
 
--- A conversation lives in one category: refuse a change before writing.
--- What each member has of it is read once, here.
+-- A conversation lives in one category: refuse a change before writing
+-- (once the head vouched, it answers for its members). What each member has
+-- of it is read once, here.
 local found = {}
+local vouched = mode == 'members' or mode == 'head'
 for i, m in ipairs(members) do
   local st, where = find(m, conv)
-  if mode ~= 'members' and st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
+  if not vouched and st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then
     return {'conflict', m.user, st.category}
   end
   found[i] = {st = st, where = where}
 end
-if mode == 'check' then return {'ok', 0, '', 0, 0, 0} end
+if mode == 'check' then return answer(0, nil, false, false, {}, {}, {}) end
 local wanted = take_logs(A, members)
 if wanted then return wanted end
 
@@ -155,8 +186,4 @@ if counter and advanced then
   -- On Redis Cluster the caller publishes it, once the clock moved.
   if keeps_clocks() then publish_conversation(A.channel, conv, seq) end
 end
-local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, #unanswered}
-for _, user in ipairs(unanswered) do out[#out + 1] = user end
-out[#out + 1] = #joiners
-for _, user in ipairs(joiners) do out[#out + 1] = user end
-return out
+return answer(applied, counter, fresh, counter and advanced, unanswered, joiners, deferred)

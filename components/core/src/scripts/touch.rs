@@ -57,11 +57,15 @@ pub struct Touch<'a> {
 pub enum TouchMode {
     /// The whole touch, refused as a whole.
     All,
-    /// The head alone: refuses another category than the head's, takes the
-    /// message when the head vouches for its category, and otherwise writes
-    /// nothing ([`Touched::Unvouched`]).
+    /// The head, with the members its node serves: refuses another category
+    /// than the head's, takes the message (for those members too) when the
+    /// head vouches for its category, and otherwise writes nothing
+    /// ([`Touched::Unvouched`]). It hands back, unwritten, the members who
+    /// catch up with large conversations (the members' round reads their
+    /// logs once), and a part without the head all of its members
+    /// ([`Touched::Done`]'s `deferred`).
     Head,
-    /// The members alone, after the head took the message.
+    /// The other members, after the head took the message.
     Members,
     /// The head alone, taking the message whatever category it holds: after
     /// a [`TouchMode::Check`] round found no conflict.
@@ -76,12 +80,22 @@ pub enum Touched {
     /// Applied to the members Redis can answer for; `unanswered` are left
     /// to the SQL store. `large`: the counter of a large conversation's log
     /// after the message (from the part that holds the head); `fresh`: the
-    /// message made the log (its counter starts over); `joiners`: who
+    /// message made the log (its counter starts over); `logged`: the
+    /// message moved the log (its conversation's event is due); `joiners`: who
     /// joined it lately while it was not large (the message that made it
     /// large may not name them), handed over by every message of the large
     /// conversation until the caller forgets them
-    /// ([`super::ForgetJoiners`]).
-    Done { applied: bool, large: Option<u64>, fresh: bool, unanswered: Vec<String>, joiners: Vec<String> },
+    /// ([`super::ForgetJoiners`]); `deferred`: members a [`TouchMode::Head`]
+    /// round left unwritten, for the members' round.
+    Done {
+        applied: bool,
+        large: Option<u64>,
+        fresh: bool,
+        logged: bool,
+        unanswered: Vec<String>,
+        joiners: Vec<String>,
+        deferred: Vec<String>,
+    },
     /// A member (none: the head) has the conversation in another category;
     /// nothing was written.
     Conflict { user: Option<String>, category: String },
@@ -98,7 +112,11 @@ impl Script for Touch<'_> {
     }
 
     fn encode(&self, call: &mut Call) {
-        ConversationKeys::new(self.tenant, self.conversation).encode(call);
+        // The members' round comes after the head took the message: none of
+        // its parts runs in the head's slot for the head's sake.
+        if self.mode != TouchMode::Members {
+            ConversationKeys::new(self.tenant, self.conversation).encode(call);
+        }
         call.arg("conversation", self.conversation);
         call.arg("seq", self.seq);
         call.arg("score", self.score);
@@ -149,8 +167,10 @@ impl Script for Touch<'_> {
                     n => Some(n.parse().map_err(|_| malformed())?),
                 };
                 let fresh = reply.flag()?;
+                let logged = reply.flag()?;
                 let unanswered = reply.texts()?;
-                Ok(Touched::Done { applied, large, fresh, unanswered, joiners: reply.texts()? })
+                let joiners = reply.texts()?;
+                Ok(Touched::Done { applied, large, fresh, logged, unanswered, joiners, deferred: reply.texts()? })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -162,20 +182,22 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut fresh) = (false, None, false);
-        let (mut unanswered, mut joiners) = (Vec::new(), Vec::new());
+        let (mut applied, mut large, mut fresh, mut logged) = (false, None, false, false);
+        let (mut unanswered, mut joiners, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
                 refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
-                Touched::Done { applied: a, large: l, fresh: f, unanswered: u, joiners: j } => {
+                Touched::Done { applied: a, large: l, fresh: f, logged: g, unanswered: u, joiners: j, deferred: d } => {
                     applied |= a;
                     large = large.or(l);
                     fresh |= f;
+                    logged |= g;
                     unanswered.extend(u);
                     joiners.extend(j);
+                    deferred.extend(d);
                 }
             }
         }
-        Ok(Touched::Done { applied, large, fresh, unanswered, joiners })
+        Ok(Touched::Done { applied, large, fresh, logged, unanswered, joiners, deferred })
     }
 }
