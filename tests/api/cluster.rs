@@ -225,6 +225,58 @@ async fn a_groups_members_are_written_by_one_script_per_primary() {
     }
 }
 
+/// A user's badge whose large conversations did not move since the user
+/// caught up runs its script once: the first run, which asks for their
+/// logs, also answers as if none moved, and the clocks say none did. Once
+/// a message moved one, that answer is not taken: the log is read and the
+/// script runs again, and the answer counts the message. (A list page asks
+/// and runs again: a page answered in vain costs more than a badge, and a
+/// user's large conversations have mostly moved between two pages.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_badge_whose_large_conversations_did_not_move_runs_its_script_once() {
+    let app =
+        App::with(Setup { cluster: true, variables: vec![("large_group_threshold", "3".into())], ..Setup::default() })
+            .await;
+    let group = members(6);
+    let names: Vec<&str> = group.iter().map(String::as_str).collect();
+    // Recent messages: a page reads their heads with plain reads, no script.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for (at, conversation) in ["big", "other"].into_iter().enumerate() {
+        let body = message("acme", conversation, 1, now - 9_000 + at as u64, "u0", &names);
+        assert_eq!(app.touch(body).await.status, 200);
+    }
+    assert_eq!(app.touch(message("acme", "dm", 1, now - 8_000, "u1", &["u1", "u2"])).await.status, 200);
+    // The first calls catch u2 up (and open the functions' connections).
+    assert_eq!(app.badge("acme", "u2").await.body["total"].as_u64(), Some(3));
+    assert_eq!(app.list("acme", "u2", "limit=20").await.status, 200);
+
+    let before = app.redis.scripts_run();
+    assert_eq!(app.badge("acme", "u2").await.body["total"].as_u64(), Some(3));
+    assert_eq!(app.redis.scripts_run() - before, 1, "scripts for a badge when nothing moved");
+    let before = app.redis.scripts_run();
+    let page = app.list("acme", "u2", "limit=20").await;
+    assert_eq!(app.redis.scripts_run() - before, 2, "scripts for a list page when nothing moved");
+    let unread: Vec<(&str, u64)> = page.body["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| (row["id"].as_str().unwrap(), row["unread"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(unread, [("dm", 1), ("other", 1), ("big", 1)]);
+
+    let moved = message("acme", "big", 2, now - 7_000, "u0", &names);
+    assert_eq!(app.touch(moved).await.status, 200);
+    let before = app.redis.scripts_run();
+    assert_eq!(app.badge("acme", "u2").await.body["total"].as_u64(), Some(4));
+    // The first run, the log that moved, the second run.
+    assert_eq!(app.redis.scripts_run() - before, 3, "scripts for a badge after a message");
+    assert_eq!(app.touch(message("acme", "big", 3, now - 6_000, "u0", &names)).await.status, 200);
+    let page = app.list("acme", "u2", "limit=20").await;
+    let first = &page.body["conversations"][0];
+    assert_eq!((first["id"].as_str(), first["unread"].as_u64()), (Some("big"), Some(3)));
+    assert_eq!(first["preview"]["text"], "message 3");
+}
+
 /// The parts one node serves go as one call only if the node serves every
 /// key of it. A newcomer's slot moved to another primary after the app
 /// read the slot map, then another's:

@@ -304,6 +304,35 @@ async fn a_late_mention_beside_a_large_groups_head_publishes_no_conversation_eve
     assert_eq!(rows[1]["mentions"].as_u64(), Some(1), "{}", rows[1]);
 }
 
+/// A conversation deleted without naming one of its members leaves that
+/// member's state and membership of its log behind. A recall that names
+/// the member then reaches their state, as on one Redis: on a cluster too,
+/// where the member's part (on another primary than the head's) cannot
+/// see that the log is gone, and the membership alone once told it that
+/// the conversation was large, so the recall skipped them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recall_reaches_a_member_a_delete_left_out_of_it() {
+    let (one, app) = (app(3, false).await, app(3, true).await);
+    let cluster = app.cluster.as_ref().unwrap();
+    let heads = cluster.primary_of("{acme:big}").port;
+    let left_out =
+        (0..100).map(|i| format!("n{i}")).find(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port != heads).unwrap();
+    let members: Vec<String> = (0..4).map(member).chain([left_out.clone()]).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let mut rows = Vec::new();
+    for app in [&one, &app] {
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0"])).await.status, 200);
+        let row = app.row("acme", &left_out, "big").await.unwrap();
+        assert_eq!(row["unread"].as_u64(), Some(2), "{row}");
+        assert_eq!(app.delete_conversation("acme", "big", &names[..4]).await.status, 200);
+        assert_eq!(app.recall("acme", "big", 2, &[&left_out], None).await.status, 200);
+        rows.push(app.row("acme", &left_out, "big").await.unwrap());
+    }
+    assert_eq!(rows[1], rows[0]);
+    assert_eq!(rows[0]["unread"].as_u64(), Some(1), "{}", rows[0]);
+}
+
 /// A message to a large group costs Redis a few commands whatever its size,
 /// publishes one event for the conversation (and one per member mentioned
 /// by name, and the sender's), and every member counts it.

@@ -36,7 +36,7 @@ use crate::cached::timed;
 use crate::keys::{clock_in, slot};
 use crate::redis::{eval, params, unavailable};
 use crate::script::{Call, ELSEWHERE, Lua, Part, PartReply, Reply, Script, malformed};
-use crate::scripts::{GroupLogs, NO_LOGS_YET, Ping, WantedLog, logs_wanted};
+use crate::scripts::{GroupLogs, LogsWanted, NO_LOGS_YET, Ping, WantedLog, logs_wanted};
 
 thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
@@ -303,7 +303,10 @@ struct Names<'a> {
 /// the conversations' clocks (named from `names`) are read, every log
 /// whose clock moved past how far the users caught up is read once, from
 /// its own slot, and those parts run again with theirs (see `take_logs` in
-/// `prelude.lua`; a log not given has nothing new for them).
+/// `prelude.lua`; a log not given has nothing new for them). A part whose
+/// logs none moved, and that answered what it answers then (one user's
+/// read), is done: nothing was owed when it ran, since a clock moves after
+/// its log and never back (unless the log is new, which its counter tells).
 async fn give_logs(
     lua: &'static Lua,
     ran: Vec<Ran>,
@@ -311,7 +314,7 @@ async fn give_logs(
     names: &Names<'_>,
     until: Instant,
 ) -> Result<Vec<Ran>, Error> {
-    let mut asked: HashMap<usize, Vec<WantedLog>> = HashMap::new();
+    let mut asked: HashMap<usize, LogsWanted> = HashMap::new();
     for (index, (_, values)) in ran.iter().enumerate() {
         if let Some(wanted) = logs_wanted(values)? {
             asked.insert(index, wanted);
@@ -320,23 +323,41 @@ async fn give_logs(
     if asked.is_empty() {
         return Ok(ran);
     }
-    // Each log once, from the least far any of the users caught up.
-    let mut union: Vec<WantedLog> = Vec::new();
-    let mut position: HashMap<String, usize> = HashMap::new();
-    for wanted in asked.values().flatten() {
-        match position.get(&wanted.conversation) {
-            Some(&at) => union[at].after = union[at].after.min(wanted.after),
-            None => {
-                position.insert(wanted.conversation.clone(), union.len());
-                union.push(wanted.clone());
+    let mut wanted: Vec<String> = asked.values().flat_map(|w| &w.logs).map(|w| w.conversation.clone()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let named: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let counters = read_clocks(names.clocks, &named, until).await?;
+    let clocks: HashMap<&str, Option<u64>> = named.into_iter().zip(counters).collect();
+    let unmoved = |log: &WantedLog| clocks.get(log.conversation.as_str()) == Some(&Some(log.after));
+    let (mut done, mut again, mut logs_of) = (Vec::new(), Vec::new(), Vec::new());
+    for (index, (part, values)) in ran.into_iter().enumerate() {
+        match asked.remove(&index) {
+            None => done.push((part, values)),
+            Some(LogsWanted { logs, standing: Some(from) }) if logs.iter().all(unmoved) => {
+                done.push((part, values[from..].to_vec()));
+            }
+            Some(LogsWanted { logs, .. }) => {
+                again.push(part);
+                logs_of.push(logs);
             }
         }
     }
-    // Only the logs that moved (or whose clock holds nothing) are read.
-    let conversations: Vec<&str> = union.iter().map(|w| w.conversation.as_str()).collect();
-    let counters = read_clocks(names.clocks, &conversations, until).await?;
-    let moved: Vec<WantedLog> =
-        union.iter().zip(counters).filter(|(w, counter)| *counter != Some(w.after)).map(|(w, _)| w.clone()).collect();
+    if again.is_empty() {
+        return Ok(done);
+    }
+    // Each log that moved once, from the least far any of the users caught up.
+    let mut moved: Vec<WantedLog> = Vec::new();
+    let mut position: HashMap<&str, usize> = HashMap::new();
+    for log in logs_of.iter().flatten().filter(|log| !unmoved(log)) {
+        match position.get(log.conversation.as_str()) {
+            Some(&at) => moved[at].after = moved[at].after.min(log.after),
+            None => {
+                position.insert(&log.conversation, moved.len());
+                moved.push(log.clone());
+            }
+        }
+    }
     let mut lines: HashMap<String, String> = HashMap::new();
     if !moved.is_empty() {
         let logs = GroupLogs { conversations: names.conversations, wanted: &moved };
@@ -344,16 +365,9 @@ async fn give_logs(
         let read: Nested<'_, Vec<String>> = Box::pin(run(&logs));
         lines = moved.iter().map(|w| w.conversation.clone()).zip(read.await?).collect();
     }
-    let (mut done, mut again) = (Vec::new(), Vec::new());
-    for (index, (mut part, values)) in ran.into_iter().enumerate() {
-        match asked.remove(&index) {
-            Some(wanted) => {
-                let given = wanted.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
-                part.call.args[at] = GroupLogs::argument(given);
-                again.push(part);
-            }
-            None => done.push((part, values)),
-        }
+    for (part, logs) in again.iter_mut().zip(&logs_of) {
+        let given = logs.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
+        part.call.args[at] = GroupLogs::argument(given);
     }
     for (part, values) in run_parts(lua, again, until).await? {
         if logs_wanted(&values)?.is_some() {

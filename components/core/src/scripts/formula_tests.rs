@@ -25,7 +25,7 @@ fn prelude() -> (Lua, Table) {
          return {{counted = counted, decode_state = decode_state, encode_state = encode_state, \
          take_logs = take_logs, conversation_keys = conversation_keys, \
          use_clocks = use_clocks, clock_key = clock_key, membership_applied = membership_applied, \
-         decode_head = decode_head, head_is_young = head_is_young}}"
+         decode_head = decode_head, head_is_young = head_is_young, with_standing = with_standing}}"
     );
     let functions = lua.load(chunk).eval().expect("prelude.lua loads");
     (lua, functions)
@@ -146,22 +146,29 @@ fn lua_and_rust_read_how_far_a_membership_record_says_alike() {
     // What one user's script answers on a cluster: its records as stored,
     // which the client reads as the script would.
     let take_logs: Function = functions.get("take_logs").unwrap();
-    let stored = lua.create_table().unwrap();
-    for (i, record) in records.iter().enumerate() {
-        stored.set(2 * i + 1, format!("g{i}")).unwrap();
-        stored.set(2 * i + 2, *record).unwrap();
-    }
+    // A new table each call, as Redis gives (take_logs writes into it).
+    let hgetall = lua
+        .create_function(move |lua, (_command, _key): (String, String)| {
+            let stored = lua.create_table()?;
+            for (i, record) in records.iter().enumerate() {
+                stored.set(2 * i + 1, format!("g{i}"))?;
+                stored.set(2 * i + 2, *record)?;
+            }
+            Ok(stored)
+        })
+        .unwrap();
     let redis: Table = lua.globals().get("redis").unwrap();
-    let hgetall = lua.create_function(move |_, (_command, _key): (String, String)| Ok(stored.clone())).unwrap();
     redis.set("call", hgetall).unwrap();
     let args = lua.create_table().unwrap();
     args.set("logs", crate::scripts::group_logs::NO_LOGS_YET).unwrap();
     args.set("conversations", "").unwrap();
     let user = lua.create_table().unwrap();
     user.set("groups", "un:v2:{acme:u1}:groups").unwrap();
-    let reply: Vec<String> = take_logs.call((args, vec![user])).unwrap();
+    let reply: Vec<String> = take_logs.call((args.clone(), vec![user.clone()])).unwrap();
     let reply: Vec<RedisResult> = reply.into_iter().map(|v| RedisResult::Binary(v.into_bytes())).collect();
-    let wanted = logs_wanted(&reply).unwrap().expect("the reply asks for logs");
+    let asked = logs_wanted(&reply).unwrap().expect("the reply asks for logs");
+    assert_eq!(asked.standing, None, "nothing follows the records");
+    let wanted = asked.logs;
     let expected: Vec<WantedLog> = records
         .iter()
         .enumerate()
@@ -172,6 +179,20 @@ fn lua_and_rust_read_how_far_a_membership_record_says_alike() {
         .collect();
     assert_eq!(wanted, expected);
     assert_eq!(wanted.len(), 4, "the records that are records");
+
+    // One user's read answers after the records what it answers if none of
+    // those logs moved: the client finds where that begins.
+    let with_standing: Function = functions.get("with_standing").unwrap();
+    let records: Vec<String> = take_logs.call((args, vec![user])).unwrap();
+    let asked = records.len();
+    let reply: Vec<String> = with_standing.call((records, vec!["ok", "0", "1", "chat", "3"])).unwrap();
+    let reply: Vec<RedisResult> = reply.into_iter().map(|v| RedisResult::Binary(v.into_bytes())).collect();
+    let standing = logs_wanted(&reply).unwrap().expect("the reply asks for logs");
+    assert_eq!(standing.logs, wanted);
+    assert_eq!(standing.standing, Some(asked));
+    assert_eq!(reply[asked], RedisResult::Binary(b"ok".to_vec()));
+    // A reply cut short inside its records is no reply.
+    assert!(logs_wanted(&reply[..asked - 1]).is_err());
 }
 
 #[test]

@@ -24,26 +24,40 @@ pub struct WantedLog {
     pub after: u64,
 }
 
+/// What a script's first run on Redis Cluster asks for instead of
+/// answering (see `take_logs` in `prelude.lua`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogsWanted {
+    /// The logs its users catch up with.
+    pub logs: Vec<WantedLog>,
+    /// Where, in the reply, the answer begins that the script gives if none
+    /// of those logs moved past where its user caught up (one user's read:
+    /// `with_standing` in `prelude.lua`); none if it gave none.
+    pub standing: Option<usize>,
+}
+
 /// The logs a script's reply asks for, if it asks (see `take_logs`).
-pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<Vec<WantedLog>>, Error> {
+pub fn logs_wanted(values: &[RedisResult]) -> Result<Option<LogsWanted>, Error> {
     match values.first() {
         Some(RedisResult::Binary(first)) if first == LOGS_WANTED.as_bytes() => {}
         _ => return Ok(None),
     }
     let mut reply = Reply::new(values[1..].to_vec());
     let n = reply.number()?;
-    let mut wanted = Vec::with_capacity(n as usize);
+    let records = usize::try_from(n).ok().and_then(|n| n.checked_mul(2)?.checked_add(2)).ok_or_else(malformed)?;
+    if values.len() < records {
+        return Err(malformed());
+    }
+    let mut logs = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let conversation = reply.text()?;
         // A text that is not a record was never caught up: as the script does.
         if let Some(after) = membership_applied(&reply.text()?) {
-            wanted.push(WantedLog { conversation, after });
+            logs.push(WantedLog { conversation, after });
         }
     }
-    if !reply.is_empty() {
-        return Err(malformed());
-    }
-    Ok(Some(wanted))
+    let standing = (values.len() > records).then_some(records);
+    Ok(Some(LogsWanted { logs, standing }))
 }
 
 /// How far a membership record says its member caught up: its leading

@@ -38,7 +38,7 @@ pub use dataset::{Dataset, DatasetRecord};
 pub use forget_head::ForgetHead;
 pub use forget_joiners::ForgetJoiners;
 pub use forget_loaded::ForgetLoaded;
-pub use group_logs::{GroupLogs, NO_LOGS_YET, WantedLog, logs_wanted};
+pub use group_logs::{GroupLogs, LogsWanted, NO_LOGS_YET, WantedLog, logs_wanted};
 pub use heads::Heads;
 pub use join::Join;
 pub use joining::{HeadRead, RecordJoiners};

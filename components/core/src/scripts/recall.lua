@@ -11,7 +11,8 @@
 -- up with on use; of the members named, those that catch up on use are not
 -- written (nor counted in the reply). On Redis Cluster the head is a part
 -- of its own, and a members part without it takes a member's membership of
--- the conversation as telling that it is large.
+-- the conversation, once caught up with the logs given, as telling that it
+-- is large.
 -- Reply: {dropped (members whose unread dropped), the log's counter ('' if
 -- the part holds no log), logged (1: the recall is new to the log), n, n
 -- users}.
@@ -53,17 +54,29 @@ local function recall_member(m)
   return now.unread < before.unread
 end
 
+-- Whether member `m` catches up with this conversation's log (then the
+-- log's entry is theirs, and their state is not written).
+local function member_of_log(m)
+  return (large or not K) and redis.call('HEXISTS', m.groups, conv) == 1
+end
+
 local dropped, unanswered = 0, {}
 for _, m in ipairs(members) do
   if unloaded(m, A.require_loaded) or (beyond_kept(m, A.require_loaded) and not find(m, conv)) then
     unanswered[#unanswered + 1] = m.user
-  elseif not ((large or not K) and redis.call('HEXISTS', m.groups, conv) == 1) then
-    catch_up(m, A.max_conversations, max_kept)
-    -- A log that dropped entries the member was owed: the truth answers.
-    if unloaded(m, A.require_loaded) then
-      unanswered[#unanswered + 1] = m.user
-    elseif recall_member(m) then
-      dropped = dropped + 1
+  else
+    -- Without the head, the log is seen only as given: the member catches
+    -- up first, which drops a membership whose log went (the conversation
+    -- deleted without naming them) before it counts as one.
+    if not K then catch_up(m, A.max_conversations, max_kept) end
+    if not member_of_log(m) then
+      if K then catch_up(m, A.max_conversations, max_kept) end
+      -- A log that dropped entries the member was owed: the truth answers.
+      if unloaded(m, A.require_loaded) then
+        unanswered[#unanswered + 1] = m.user
+      elseif recall_member(m) then
+        dropped = dropped + 1
+      end
     end
   end
 end

@@ -9,32 +9,32 @@
 -- conversation beyond what was kept) are not written but named in the
 -- reply: the caller rebuilds them from the truth, which holds this message.
 -- On Redis Cluster the head and each slot's members are separate parts,
--- which cannot refuse together, so a touch goes in rounds (`mode`): 'head'
--- first, the head with the members its node serves (one call): it refuses a
--- message of another category than the head's and otherwise takes it, or,
--- with no category to vouch for, writes nothing and answers 'unvouched' (a
--- part of this round without the head, which a slot that moved leaves
--- apart, writes nothing and defers its members, as does the head's part
--- with its members in large conversations); then
--- 'members', every other member part without the head (a conversation
--- lives in its head's category, so no member's is checked once the head
--- vouched), told by `large` what the head round answered of the
--- conversation's log. Unvouched, a
--- round of 'check' looks for a conflict in every part, then 'first' takes
--- the message in the head alone, and then 'members'. Standalone Redis runs
--- the whole touch in one step ('all'). `named`: how many members the whole
--- touch names (a part carries some of them).
+-- which cannot refuse together, so a touch goes in rounds (`mode`):
+-- 'head' first: the head, with the members its node serves, in one call.
+--   It refuses a message of another category than the head's, and
+--   otherwise takes it; with no category to vouch for, it writes nothing
+--   and answers 'unvouched'. Its members in large conversations are left
+--   to the next round (deferred), as is every member of a part without the
+--   head (a slot that moved splits the call).
+-- 'members' then: every other member part, without the head. A
+--   conversation lives in its head's category, so no member's is checked
+--   once the head vouched; `large` says what the head round answered of
+--   the conversation's log.
+-- Unvouched: a round of 'check' looks for a conflict in every part, then
+-- 'first' takes the message in the head alone, and then 'members'.
+-- Standalone Redis runs the whole touch in one step ('all'). `named`: how
+-- many members the whole touch names (a part carries some of them).
 -- With a SQL store, `large_in_truth`: the truth has the conversation large
 -- (it records that first), and a Redis that lost its log makes it large
 -- again.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
--- was made by this message), logged (1: the message moved the log, so its
--- conversation's event goes out; from the head), n, n unanswerable users, j, j users who joined
--- lately (record_joiners: every message of the large conversation hands
--- them to the caller until it forgets them, d, d users a 'head' call left to
--- the members' round)}, {'unvouched'} or {'conflict', user ('' for the
--- head), category}.
+-- was made by this message), logged (1: the message moved the log, so the
+-- conversation's event goes out; from the head), n, n unanswerable users,
+-- j, j users who joined lately (record_joiners: every message of the large
+-- conversation hands them to the caller until it forgets them), d, d users
+-- a 'head' call left to the members' round}, {'unvouched'} or {'conflict',
+-- user ('' for the head), category}.
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
@@ -65,6 +65,12 @@ end
 
 local deferred = {}
 if mode == 'head' then
+  -- The head vouches first: a refused or unvouched message reads no member.
+  if K then
+    local held = head_category()
+    if held == '' then return {'unvouched'} end
+    if held ~= category then return {'conflict', '', held} end
+  end
   -- A member who catches up with large conversations waits for the
   -- members' round, where the logs they need are read once for all (here
   -- they would be read before, in a round of their own); every member of
@@ -74,9 +80,6 @@ if mode == 'head' then
     if not K or redis.call('EXISTS', m.groups) == 1 then deferred[#deferred + 1] = m.user else plain[#plain + 1] = m end
   end
   if not K then return answer(0, nil, false, false, {}, {}, deferred) end
-  local held = head_category()
-  if held == '' then return {'unvouched'} end
-  if held ~= category then return {'conflict', '', held} end
   members = plain
 end
 
