@@ -272,6 +272,44 @@ async fn a_message_to_a_large_group_on_a_cluster_is_written_once() {
     written_once(true).await;
 }
 
+/// A member of more large conversations than one read of their records
+/// names (500), every one of which moved, counts every message: on a
+/// cluster the call is given every log, and the script reads the member's
+/// records of those in batches; on one Redis it finds them by their clocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_of_many_large_groups_that_all_moved_counts_every_message() {
+    const GROUPS: u64 = 520;
+    for cluster in [false, true] {
+        let app = App::with(Setup {
+            max_conversations: 1_000,
+            variables: vec![("large_group_threshold", "3".into())],
+            cluster,
+            ..Setup::default()
+        })
+        .await;
+        for g in 0..GROUPS {
+            let first = message("acme", &format!("g{g}"), 1, 1_000 + g, "m0", &["reader", "m0", "m1", "m2"]);
+            assert_eq!(app.touch(first).await.status, 200);
+        }
+        assert_eq!(app.badge("acme", "reader").await.body["total"].as_u64(), Some(GROUPS), "cluster {cluster}");
+        for g in 0..GROUPS {
+            assert_eq!(app.touch(message("acme", &format!("g{g}"), 2, 2_000 + g, "m1", &["m1"])).await.status, 200);
+        }
+        assert_eq!(app.badge("acme", "reader").await.body["total"].as_u64(), Some(2 * GROUPS), "cluster {cluster}");
+        let row = app.row("acme", "reader", "g7").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(2), Some(2)), "cluster {cluster}");
+    }
+}
+
+/// A user of tenant acme (n0, n1, ...) whose keys the primary that holds
+/// conversation big's head serves (`beside`), or one another primary serves.
+fn user_by_heads_primary(app: &App, beside: bool) -> String {
+    let cluster = app.cluster.as_ref().unwrap();
+    let heads = cluster.primary_of("{acme:big}").port;
+    let on_heads = |user: &String| cluster.primary_of(&format!("{{acme:{user}}}")).port == heads;
+    (0..100).map(|i| format!("n{i}")).find(|user| on_heads(user) == beside).unwrap()
+}
+
 /// On a cluster the members the head's primary serves are written in the
 /// head's call, but the conversation's event stays the head's to give: a
 /// late message that brings a newcomer beside the head (written in that
@@ -281,10 +319,7 @@ async fn a_message_to_a_large_group_on_a_cluster_is_written_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_late_mention_beside_a_large_groups_head_publishes_no_conversation_event() {
     let (one, app) = (app(10, false).await, app(10, true).await);
-    let cluster = app.cluster.as_ref().unwrap();
-    let heads = cluster.primary_of("{acme:big}").port;
-    let newcomer =
-        (0..100).map(|i| format!("n{i}")).find(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port == heads).unwrap();
+    let newcomer = user_by_heads_primary(&app, true);
     let members: Vec<String> = (0..40).map(member).collect();
     let names: Vec<&str> = members.iter().map(String::as_str).collect();
     let mut late = message("acme", "big", 2, 1_002, "m0", &["m0", &newcomer]);
@@ -313,10 +348,7 @@ async fn a_late_mention_beside_a_large_groups_head_publishes_no_conversation_eve
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_recall_reaches_a_member_a_delete_left_out_of_it() {
     let (one, app) = (app(3, false).await, app(3, true).await);
-    let cluster = app.cluster.as_ref().unwrap();
-    let heads = cluster.primary_of("{acme:big}").port;
-    let left_out =
-        (0..100).map(|i| format!("n{i}")).find(|u| cluster.primary_of(&format!("{{acme:{u}}}")).port != heads).unwrap();
+    let left_out = user_by_heads_primary(&app, false);
     let members: Vec<String> = (0..4).map(member).chain([left_out.clone()]).collect();
     let names: Vec<&str> = members.iter().map(String::as_str).collect();
     let mut rows = Vec::new();
