@@ -305,7 +305,7 @@ struct Names<'a> {
 /// its own slot, and those parts run again with theirs (see `take_logs` in
 /// `prelude.lua`; a log not given has nothing new for them). A part whose
 /// logs none moved, and that answered what it answers then (one user's
-/// read), is done: nothing was owed when it ran, since a clock moves after
+/// badge), is done: nothing was owed when it ran, since a clock moves after
 /// its log and never back (unless the log is new, which its counter tells).
 async fn give_logs(
     lua: &'static Lua,

@@ -31,7 +31,7 @@ pub struct LogsWanted {
     /// The logs its users catch up with.
     pub logs: Vec<WantedLog>,
     /// Where, in the reply, the answer begins that the script gives if none
-    /// of those logs moved past where its user caught up (one user's read:
+    /// of those logs moved past where its user caught up (one user's badge:
     /// `with_standing` in `prelude.lua`); none if it gave none.
     pub standing: Option<usize>,
 }

@@ -1087,11 +1087,11 @@ local function take_logs(A, users, from_start)
   return out
 end
 
--- One user's read on Redis Cluster (a list page, a badge): its first run
--- answers the logs it wants (`wanted`, from take_logs) and after them
--- `out`, what it answers if none of those logs moved past where the user
--- caught up. The caller takes that once the clocks say so, and runs the
--- script no second time.
+-- One user's badge on Redis Cluster: its first run answers the logs it
+-- wants (`wanted`, from take_logs) and after them `out`, what it answers if
+-- none of those logs moved past where the user caught up. The caller takes
+-- that once the clocks say so, and runs the script no second time. (A list
+-- page does not: a page read in vain whenever a log moved costs more.)
 local function with_standing(wanted, out)
   for _, v in ipairs(out) do wanted[#wanted + 1] = v end
   return wanted
