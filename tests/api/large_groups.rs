@@ -15,7 +15,7 @@ use rand::seq::{IndexedRandom, IteratorRandom};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::store::{KINDS, MessageStore};
+use crate::store::{KINDS, Kind, MessageStore};
 use crate::support::{App, Events, Setup, ids, message};
 
 /// Members of the group at first (under the threshold), and how many join
@@ -365,6 +365,44 @@ async fn a_recall_reaches_a_member_a_delete_left_out_of_it() {
     assert_eq!(rows[0]["unread"].as_u64(), Some(1), "{}", rows[0]);
 }
 
+/// A conversation deleted without naming one of its members, then made
+/// large again by its next message: that member never left, as far as
+/// unread was told, so it counts the new log's messages and recalls as a
+/// member, as on one Redis. Its membership record of the first log once
+/// read as caught up with the new one when the two counters met (the new
+/// counter started over at 0): the member's row missed the messages until
+/// the log moved again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_a_delete_left_out_of_counts_the_conversation_made_large_again() {
+    let (one, app) = (app(3, false).await, app(3, true).await);
+    let left_out = user_by_heads_primary(&app, false);
+    let members: Vec<String> = (0..4).map(member).chain([left_out.clone()]).collect();
+    let names: Vec<&str> = members.iter().map(String::as_str).collect();
+    let mut seen: [Vec<(Option<u64>, Option<u64>)>; 2] = Default::default();
+    for (app, seen) in [&one, &app].into_iter().zip(&mut seen) {
+        let mut look = async || {
+            let row = app.row("acme", &left_out, "big").await.unwrap();
+            let badge = app.badge("acme", &left_out).await.body["total"].as_u64();
+            assert_eq!(badge, row["unread"].as_u64(), "{row}");
+            seen.push((row["last_seq"].as_u64(), row["unread"].as_u64()));
+        };
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0"])).await.status, 200);
+        look().await;
+        assert_eq!(app.delete_conversation("acme", "big", &names[..4]).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m1", &names[..4])).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 4, 1_004, "m1", &["m1"])).await.status, 200);
+        look().await;
+        assert_eq!(app.recall("acme", "big", 4, &[&left_out], None).await.status, 200);
+        look().await;
+        assert_eq!(app.recall("acme", "big", 3, &["m1"], None).await.status, 200);
+        look().await;
+    }
+    let counted = [(Some(2), Some(2)), (Some(4), Some(4)), (Some(4), Some(3)), (Some(4), Some(2))];
+    assert_eq!(seen[0], counted, "one Redis");
+    assert_eq!(seen[1], counted, "cluster");
+}
+
 /// A message to a large group costs Redis a few commands whatever its size,
 /// publishes one event for the conversation (and one per member mentioned
 /// by name, and the sender's), and every member counts it.
@@ -572,6 +610,25 @@ async fn leaving_a_large_group_before_catching_up_tells_the_members_devices() {
     }
 }
 
+/// Message `seq` of conversation "big" from `sender`, stored in the truth
+/// and touched, naming `named`.
+async fn send_stored(store: &MessageStore, app: &App, seq: u64, sender: &str, named: &[&str]) {
+    let touch = message("acme", "big", seq, 1_000 + seq, sender, named);
+    store.store_message("acme", "big", seq, 1_000 + seq, sender, &touch["preview"].to_string()).await;
+    assert_eq!(app.touch(touch).await.status, 200, "message {seq}");
+}
+
+/// After messages 1 to 4 of "big" sent by m0 to m3 in turn (the first
+/// naming all of m0 to m4, the others only their senders): each member's
+/// row and badge count what came after what it sent.
+async fn assert_counts_four_messages(app: &App, label: &str) {
+    for (user, unread) in [("m0", 3), ("m1", 2), ("m2", 1), ("m3", 0), ("m4", 4)] {
+        let row = app.row("acme", user, "big").await.unwrap();
+        assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(unread), Some(4)), "{label} {user}");
+        assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(unread), "{label} {user}");
+    }
+}
+
 /// With a SQL store, the truth records that a conversation is large before
 /// Redis makes it so. A reconcile before the members caught up finds
 /// nothing to fix; a Redis that lost everything makes the conversation
@@ -584,11 +641,7 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
         let app = app_with_store(Some(&store), false).await;
         let members: Vec<String> = (0..5).map(member).collect();
         store.create_conversation("acme", "big", "chat", &members).await;
-        let send = async |seq: u64, sender: &str, named: &[&str]| {
-            let touch = message("acme", "big", seq, 1_000 + seq, sender, named);
-            store.store_message("acme", "big", seq, 1_000 + seq, sender, &touch["preview"].to_string()).await;
-            assert_eq!(app.touch(touch).await.status, 200, "{kind:?}");
-        };
+        let send = async |seq: u64, sender: &str, named: &[&str]| send_stored(&store, &app, seq, sender, named).await;
         let names: Vec<&str> = members.iter().map(String::as_str).collect();
         send(1, "m0", &names).await;
         assert!(is_large(&app), "{kind:?}");
@@ -602,11 +655,7 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
         send(3, "m2", &["m2"]).await;
         assert!(is_large(&app), "{kind:?}: large again after Redis lost it");
         send(4, "m3", &["m3"]).await;
-        for (user, unread) in [("m0", 3), ("m1", 2), ("m2", 1), ("m3", 0), ("m4", 4)] {
-            let row = app.row("acme", user, "big").await.unwrap();
-            assert_eq!((row["unread"].as_u64(), row["last_seq"].as_u64()), (Some(unread), Some(4)), "{kind:?} {user}");
-            assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(unread), "{kind:?} {user}");
-        }
+        assert_counts_four_messages(&app, &format!("{kind:?}")).await;
         // Rebuilt once, each member catches up with what comes next.
         send(5, "m4", &["m4"]).await;
         let row = app.row("acme", "m0", "big").await.unwrap();
@@ -615,6 +664,85 @@ async fn a_large_group_on_a_sql_store_stays_large_through_a_redis_that_lost_ever
         assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
         drop(app);
         store.drop_database().await;
+    }
+}
+
+/// With a SQL store, a large conversation's keys lost alone (as a cluster's
+/// primary that restarts empty loses its slots' keys while the members'
+/// keys live on elsewhere) are made again by the next message: the new
+/// log's counter starts above the members' records of the lost one, so
+/// they catch up with every message after the loss. When it started over
+/// at 0, a member caught up to the lost log's counter took the new log for
+/// one it had seen once the two counters met, and its row missed the
+/// messages until the log moved again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_groups_keys_lost_alone_are_made_again_above_its_members_records() {
+    for (kind, cluster) in [(Kind::Postgres, false), (Kind::MariaDb, true)] {
+        let store = MessageStore::create(kind).await;
+        let app = app_with_store(Some(&store), cluster).await;
+        let members: Vec<String> = (0..5).map(member).collect();
+        store.create_conversation("acme", "big", "chat", &members).await;
+        let send = async |seq: u64, sender: &str, named: &[&str]| send_stored(&store, &app, seq, sender, named).await;
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        send(1, "m0", &names).await;
+        send(2, "m1", &["m1"]).await;
+        for user in &names {
+            assert_eq!(app.row("acme", user, "big").await.unwrap()["last_seq"].as_u64(), Some(2), "{kind:?} {user}");
+        }
+        app.redis.delete_keys("un:v2:head:{acme:big}");
+        send(3, "m2", &["m2"]).await;
+        assert!(is_large(&app), "{kind:?}: large again");
+        send(4, "m3", &["m3"]).await;
+        assert_counts_four_messages(&app, &format!("{kind:?} cluster {cluster}")).await;
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "{kind:?} cluster {cluster}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A failover that loses a large conversation's latest message (its
+/// primary answered the touch, then failed before the replica had it),
+/// after its members caught up with it: the log's next message moves the
+/// counter above their records, so they count it. When the counter went
+/// on from where the replica had it, the next message took the lost one's
+/// value, which the members' records held, and their rows missed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_count_the_message_after_one_a_failover_lost() {
+    for cluster in [false, true] {
+        let app = app(3, cluster).await;
+        let members: Vec<String> = (0..5).map(member).collect();
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        let look = async |seq: u64| {
+            for user in &names {
+                let row = app.row("acme", user, "big").await.unwrap();
+                assert_eq!(row["last_seq"].as_u64(), Some(seq), "cluster {cluster} {user}");
+            }
+        };
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &names)).await.status, 200);
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m1", &["m1"])).await.status, 200);
+        look(2).await;
+        // What the replica holds of the conversation's keys.
+        let conversation = "un:v2:head:{acme:big}";
+        let mut redis = app.holder(conversation).connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{conversation}*")).query(&mut redis).unwrap();
+        let replica: Vec<(String, Vec<u8>)> = keys
+            .into_iter()
+            .map(|key| (key.clone(), redis::cmd("DUMP").arg(&key).query(&mut redis).unwrap()))
+            .collect();
+        assert_eq!(app.touch(message("acme", "big", 3, 1_003, "m2", &["m2"])).await.status, 200);
+        look(3).await;
+        // The failover: the conversation's keys are the replica's again.
+        let now: Vec<String> = redis::cmd("KEYS").arg(format!("{conversation}*")).query(&mut redis).unwrap();
+        for key in now {
+            let _: u64 = redis::cmd("DEL").arg(&key).query(&mut redis).unwrap();
+        }
+        for (key, value) in &replica {
+            let _: () = redis::cmd("RESTORE").arg(key).arg(0).arg(value.as_slice()).query(&mut redis).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(app.touch(message("acme", "big", 4, 1_004, "m3", &["m3"])).await.status, 200);
+        assert_counts_four_messages(&app, &format!("cluster {cluster}")).await;
     }
 }
 

@@ -208,7 +208,7 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
     };
     let until = Instant::now() + S::DEADLINE;
     let lua = S::lua();
-    let mut ran = run_parts(lua, parts, until).await?;
+    let mut ran: Vec<Ran> = run_parts(lua, parts, until).await?.into_iter().flatten().collect();
     if let Some(at) = logs_at {
         let names = Names { clocks: text_of(&clocks), conversations: text_of(&conversations) };
         ran = give_logs(lua, ran, at, &names, until).await?;
@@ -233,9 +233,9 @@ type Ran = (Part, Vec<RedisResult>);
 
 /// Runs every part at once. A part that joins several slots' parts and
 /// that its node turns away (a slot moved or is moving, the node failed)
-/// runs again as those parts, each following its own redirects; the
-/// parts that ran, in order.
-async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Result<Vec<Ran>, Error> {
+/// runs again as those parts, each following its own redirects; for each
+/// part in order, what ran of it (itself, or its pieces).
+async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Result<Vec<Vec<Ran>>, Error> {
     let outcomes = all(parts.iter().map(|part| async move {
         match part.is_joined() {
             true => run_joined(lua, part, until).await,
@@ -258,7 +258,7 @@ async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Resul
     for ((at, piece), values) in turned_away.into_iter().zip(again) {
         ran[at].push((piece, values?));
     }
-    Ok(ran.into_iter().flatten().collect())
+    Ok(ran)
 }
 
 /// A joined part, once, on the node the map says serves its slots: its
@@ -330,21 +330,25 @@ async fn give_logs(
     let counters = read_clocks(names.clocks, &named, until).await?;
     let clocks: HashMap<&str, Option<u64>> = named.into_iter().zip(counters).collect();
     let unmoved = |log: &WantedLog| clocks.get(log.conversation.as_str()) == Some(&Some(log.after));
-    let (mut done, mut again, mut logs_of) = (Vec::new(), Vec::new(), Vec::new());
+    // Each part keeps its place (a rerun's pieces, the place of the part
+    // they came from), so that the reply merges as the call was made.
+    let mut done: Vec<(usize, Ran)> = Vec::new();
+    let (mut again, mut again_at, mut logs_of) = (Vec::new(), Vec::new(), Vec::new());
     for (index, (part, values)) in ran.into_iter().enumerate() {
         match asked.remove(&index) {
-            None => done.push((part, values)),
+            None => done.push((index, (part, values))),
             Some(LogsWanted { logs, standing: Some(from) }) if logs.iter().all(unmoved) => {
-                done.push((part, values[from..].to_vec()));
+                done.push((index, (part, values[from..].to_vec())));
             }
             Some(LogsWanted { logs, .. }) => {
                 again.push(part);
+                again_at.push(index);
                 logs_of.push(logs);
             }
         }
     }
     if again.is_empty() {
-        return Ok(done);
+        return Ok(done.into_iter().map(|(_, ran)| ran).collect());
     }
     // Each log that moved once, from the least far any of the users caught up.
     let mut moved: Vec<WantedLog> = Vec::new();
@@ -369,13 +373,16 @@ async fn give_logs(
         let given = logs.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
         part.call.args[at] = GroupLogs::argument(given);
     }
-    for (part, values) in run_parts(lua, again, until).await? {
-        if logs_wanted(&values)?.is_some() {
-            return Err(crate::script::malformed());
+    for (index, pieces) in again_at.into_iter().zip(run_parts(lua, again, until).await?) {
+        for (piece, values) in pieces {
+            if logs_wanted(&values)?.is_some() {
+                return Err(crate::script::malformed());
+            }
+            done.push((index, (piece, values)));
         }
-        done.push((part, values));
     }
-    Ok(done)
+    done.sort_by_key(|(index, _)| *index);
+    Ok(done.into_iter().map(|(_, ran)| ran).collect())
 }
 
 /// The log counters of large `conversations` as their clocks (named from

@@ -1,8 +1,9 @@
 -- Large conversations' logs moved, on Redis Cluster, where the script that
 -- moved a log cannot reach its clock (another slot): each clock takes its
 -- log's counter, never going back (two messages' calls may end in either
--- order), unless the log is new (`fresh`: made again after Redis lost it,
--- so its counter starts over); a `counter` of '' forgets the conversation
+-- order), unless the log is new (`fresh`: made again after Redis lost it;
+-- a log made by an earlier build started over at 0); a `counter` of ''
+-- forgets the conversation
 -- (deleted). Then, if `announce` is a seq, the conversation's event for it:
 -- after the clock, so that a push gateway the event makes ask sees the
 -- message. (One Redis moves a clock in the step that moves its log.)

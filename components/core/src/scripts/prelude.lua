@@ -33,9 +33,10 @@
 -- it reads both in one step). Previews live there once per conversation,
 -- never in a user's state. group, only for a large conversation (read
 -- diffusion): a zset, the log of its recalls (`r<seq>`) and @all mentions
--- (`a<seq>`) scored by a counter, and the counter itself as `#`, moved by every
--- message and entry (the log keeps the newest LOG_ENTRIES, and as `~` the
--- counter of the newest entry it dropped). joined, while the conversation
+-- (`a<seq>`) scored by a counter, and the counter itself as `#`, moved by
+-- every message and entry, never to a value it held (move_counter); the
+-- log keeps the newest LOG_ENTRIES, and as `~` the counter of the newest
+-- entry it dropped. joined, while the conversation
 -- is not large: who joined it in the last JOINERS_SECONDS (a zset scored by
 -- the time), for the message that makes it large (record_joiners).
 --
@@ -829,11 +830,30 @@ local function forget_clock(conv)
 end
 
 -- Makes the conversation large (its log starts empty); returns whether it
--- was not (its log is new).
+-- was not (its log is new). Its counter starts at Redis's time in
+-- milliseconds (see move_counter).
 local function make_large(conv, group)
-  local made = redis.call('ZADD', group, 'NX', 0, COUNTER) == 1
-  if made then set_clock(conv, 0) end
+  local start = now_ms()
+  local made = redis.call('ZADD', group, 'NX', int(start), COUNTER) == 1
+  if made then set_clock(conv, start) end
   return made
+end
+
+-- Moves the log's counter (`counter`: what it holds, if the caller just
+-- read it) to one more, or to Redis's time in milliseconds if that is
+-- later; returns it. A counter so never takes a value it held before, even
+-- across a loss: a log made again after it was deleted or lost, or one that
+-- lost its latest moves (a failover before they reached the replica),
+-- moves above every membership record the lost moves left (unless it had
+-- moved more than once a millisecond for as long as it lived). Such a
+-- record is then behind, and its member catches up with every message and
+-- entry since; a counter that started over met the record's value and
+-- took the new log for one the member had seen. (A log of an earlier
+-- build counts up from 0: its next move here takes it to the time.)
+local function move_counter(group, counter)
+  counter = math.max((counter or log_counter(group)) + 1, now_ms())
+  redis.call('ZADD', group, int(counter), COUNTER)
+  return counter
 end
 
 -- Who joined a conversation that is not large yet is kept for a while in
@@ -881,19 +901,23 @@ end
 
 -- Logs a recall ('r') or an @all mention ('a') of message `seq`, once;
 -- returns the log's counter after it, or false if it was logged already.
-local function log_entry(conv, group, kind, seq)
+-- `counter`: the log's counter, if the caller just read it.
+local function log_entry(conv, group, kind, seq, counter)
   local entry = kind .. int(seq)
   if redis.call('ZSCORE', group, entry) then return false end
-  local counter = redis.call('ZINCRBY', group, 1, COUNTER)
-  redis.call('ZADD', group, counter, entry)
+  counter = move_counter(group, counter)
+  redis.call('ZADD', group, int(counter), entry)
   set_clock(conv, counter)
   trim_log(group)
-  return tonumber(counter)
+  return counter
 end
 
 -- A message moved the head: members have something to catch up with.
-local function log_message(conv, group)
-  set_clock(conv, redis.call('ZINCRBY', group, 1, COUNTER))
+-- Returns the log's counter after it (`counter`: as log_entry).
+local function log_message(conv, group, counter)
+  counter = move_counter(group, counter)
+  set_clock(conv, counter)
+  return counter
 end
 
 -- The event of a large conversation's message, once for all its members

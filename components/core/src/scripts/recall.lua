@@ -28,7 +28,7 @@ if wanted then return wanted end
 
 if preview ~= '' and K then recall_preview(K, seq, preview, A.head_ttl) end
 local large = K and log_counter(K.group)
-local logged = large and log_entry(conv, K.group, 'r', seq)
+local logged = large and log_entry(conv, K.group, 'r', seq, large)
 -- On Redis Cluster the caller publishes it, once the clock moved.
 if logged and keeps_clocks() then publish_conversation(A.channel, conv, seq) end
 

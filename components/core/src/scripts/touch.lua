@@ -118,19 +118,20 @@ end
 local fresh, joiners = false, {}
 if converts then
   fresh = make_large(conv, group)
-  counter = 0
+  counter = log_counter(group)
 end
 if group and counter then joiners = recorded_joiners(K) end
 -- On Redis Cluster a list reads its rows and their previews apart: the head
 -- keeps its earlier messages for a list caught between the two.
 local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl, not keeps_clocks())
 if group and counter then
-  if A.mention_all == '1' and log_entry(conv, group, 'a', seq) then
+  local moved = A.mention_all == '1' and log_entry(conv, group, 'a', seq, counter)
+  if moved then
     advanced = true
   elseif advanced then
-    log_message(conv, group)
+    moved = log_message(conv, group, counter)
   end
-  counter = log_counter(group)
+  counter = moved or counter
 end
 
 local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
