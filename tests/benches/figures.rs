@@ -576,7 +576,7 @@ async fn large_group_reads(cluster: bool) {
         );
     }
     println!(
-        "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | scripts/call  redis us/call | messages/s meanwhile"
+        "call                          calls      rps   p50 ms   p90 ms   p99 ms   max ms | scripts/call  redis us/call | cpu us/call: process redis | messages/s meanwhile"
     );
     let page = call(|app, i| async move { app.list("bench", &format!("r{}", i % 16), "limit=20").await });
     let badge = call(|app, i| async move { app.badge("bench", &format!("r{}", i % 16)).await });
@@ -598,13 +598,15 @@ async fn large_group_reads(cluster: bool) {
             })
         };
         let profile = RedisProfile::start(&app);
+        let before = CpuUse::read(&app);
         let (run, cost) = phase(&app, 16, 2_000, &request).await;
+        let cpu = CpuUse::read(&app).since(&before);
         writing.store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(profile) = profile {
             profile.print(&app, run.calls);
         }
         let written = writer.await.unwrap();
-        large_group_row(name, &run, &cost, &format!("{written:>10.0}"));
+        large_group_row(name, &run, &cost, &cpu, &format!("{written:>10.0}"));
     }
     // A small group's message writes every member, and each member's state
     // catches up with its large groups first (the event carries the badge):
@@ -618,13 +620,25 @@ async fn large_group_reads(cluster: bool) {
             app.touch(message("bench", &group, seq, recent(9_500_000 + i as u64), "r0", &members)).await
         }
     });
+    let before = CpuUse::read(&app);
     let (run, cost) = phase(&app, 1, 200, &touch).await;
-    large_group_row("touch (group of 20 of them)", &run, &cost, "");
+    let cpu = CpuUse::read(&app).since(&before);
+    large_group_row("touch (group of 20 of them)", &run, &cost, &cpu, "");
 }
 
-/// One line of the large groups' table: `meanwhile`, what the writer sent.
-fn large_group_row(name: &str, run: &Run, cost: &RedisCost, meanwhile: &str) {
-    println!("{name:<28} {} | {:>12.1}  {:>13.0} | {meanwhile}", run.columns(), cost.scripts, cost.usec);
+/// One line of the large groups' table: `meanwhile`, what the writer sent
+/// (its CPU counts in the call's, as its messages are what the calls catch
+/// up with).
+fn large_group_row(name: &str, run: &Run, cost: &RedisCost, cpu: &CpuUse, meanwhile: &str) {
+    let per_call = |usec: f64| usec / run.calls.max(1) as f64;
+    println!(
+        "{name:<28} {} | {:>12.1}  {:>13.0} | {:>7.0} {:>7.0} | {meanwhile}",
+        run.columns(),
+        cost.scripts,
+        cost.usec,
+        per_call(cpu.process),
+        per_call(cpu.primaries + cpu.replicas)
+    );
 }
 
 /// What verifying an identity provider's token costs a call: the badge at
@@ -742,14 +756,19 @@ async fn cluster_comparison() {
         wanted
     };
     let names: Vec<&str> = turn_calls(0).into_iter().map(|(name, _)| name).collect();
+    let mut cpu_rows = Vec::new();
     for (index, name) in names.into_iter().enumerate() {
         let mut runs = Vec::new();
+        let mut cpu = [CpuUse::default(), CpuUse::default()];
         // Alternate, twice each, so that neither side gets the quieter moment.
         for turn in 0..4 {
             let request = turn_calls(turn as u64).swap_remove(index).1;
+            let before = CpuUse::read(&apps[turn % 2]);
             let (run, _) = phase(&apps[turn % 2], 16, 1_000, &request).await;
+            cpu[turn % 2].add(&CpuUse::read(&apps[turn % 2]).since(&before));
             runs.push(run);
         }
+        cpu_rows.push((name, cpu));
         let rps = |side: usize| (runs[side].rps() + runs[side + 2].rps()) / 2.0;
         let p99 = |side: usize| runs[side].ms(0.99).max(runs[side + 2].ms(0.99));
         println!(
@@ -761,6 +780,88 @@ async fn cluster_comparison() {
             rps(1) / rps(0)
         );
     }
+    // Where the machine's CPU went: the cluster's extra cost, by process.
+    println!("CPU per call (µs; this process is the host and the clients), one Redis | cluster");
+    println!("call                          process   redis |  process primaries replicas |  total ratio");
+    for (name, [one, cluster]) in cpu_rows {
+        let per_call = |usec: f64| usec / 2_000.0;
+        println!(
+            "{name:<28} {:>8.0} {:>7.0} | {:>8.0} {:>9.0} {:>8.0} | {:>12.2}",
+            per_call(one.process),
+            per_call(one.primaries),
+            per_call(cluster.process),
+            per_call(cluster.primaries),
+            per_call(cluster.replicas),
+            cluster.total() / one.total()
+        );
+    }
+}
+
+/// CPU time (µs) used by this process (the host serving the app, and the
+/// clients calling it) and by the app's Redis servers, its primaries and
+/// its replicas apart.
+#[derive(Default, Clone, Copy)]
+struct CpuUse {
+    process: f64,
+    primaries: f64,
+    replicas: f64,
+}
+
+impl CpuUse {
+    fn read(app: &App) -> CpuUse {
+        let redis_cpu = |server: &support::RedisServer| -> f64 {
+            let info: String = server.command(&["INFO", "cpu"]);
+            let field = |name: &str| -> f64 {
+                let line = info.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("0");
+                line.trim().parse::<f64>().unwrap_or(0.0)
+            };
+            (field("used_cpu_sys:") + field("used_cpu_user:")) * 1e6
+        };
+        let (mut primaries, mut replicas) = (0.0, 0.0);
+        match &app.cluster {
+            Some(cluster) => {
+                let serving: Vec<u16> = cluster.primaries().iter().map(|p| p.port).collect();
+                for node in &cluster.nodes {
+                    match serving.contains(&node.port) {
+                        true => primaries += redis_cpu(node),
+                        false => replicas += redis_cpu(node),
+                    }
+                }
+            }
+            None => primaries = redis_cpu(&app.redis),
+        }
+        CpuUse { process: process_cpu_usec(), primaries, replicas }
+    }
+
+    fn since(&self, before: &CpuUse) -> CpuUse {
+        CpuUse {
+            process: self.process - before.process,
+            primaries: self.primaries - before.primaries,
+            replicas: self.replicas - before.replicas,
+        }
+    }
+
+    fn add(&mut self, other: &CpuUse) {
+        self.process += other.process;
+        self.primaries += other.primaries;
+        self.replicas += other.replicas;
+    }
+
+    fn total(&self) -> f64 {
+        self.process + self.primaries + self.replicas
+    }
+}
+
+/// This process's CPU time (user and system, every thread) in µs, from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+fn process_cpu_usec() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |at: usize| fields.get(at).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15: 12 and 13 counted from field 3.
+    (ticks(11) + ticks(12)) * 10_000.0
 }
 
 /// Redis memory: keys, bytes, and one user's keys with their encodings.

@@ -16,14 +16,16 @@ local changed, logs = 0, {}
 for _, c in ipairs(conversations) do
   local seq, head = tonumber(c.seq), get_head(c.head)
   local fresh = c.large == '1' and make_large(c.conversation, c.group)
+  local counter -- the log's, once a message here moved it
   if not head or seq > head.seq or (seq == head.seq and head.preview ~= c.preview) then
     set_head(c.head, seq, c.score, c.category, c.preview, A.head_ttl)
     prune_recalls(c.recalls, seq)
-    if c.large == '1' and (not head or seq > head.seq) then log_message(c.conversation, c.group) end
+    if c.large == '1' and (not head or seq > head.seq) then counter = log_message(c.conversation, c.group) end
     changed = changed + 1
   end
   if c.large == '1' and not keeps_clocks() then
-    for _, v in ipairs({c.conversation, int(log_counter(c.group)), fresh and 1 or 0}) do logs[#logs + 1] = v end
+    counter = counter or log_counter(c.group)
+    for _, v in ipairs({c.conversation, int(counter), fresh and 1 or 0}) do logs[#logs + 1] = v end
   end
 end
 local out = {changed, #logs / 3}
