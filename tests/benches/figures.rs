@@ -759,16 +759,17 @@ async fn cluster_comparison() {
     let mut cpu_rows = Vec::new();
     for (index, name) in names.into_iter().enumerate() {
         let mut runs = Vec::new();
-        let mut cpu = [CpuUse::default(), CpuUse::default()];
+        let (mut cpu, mut calls) = ([CpuUse::default(), CpuUse::default()], [0usize; 2]);
         // Alternate, twice each, so that neither side gets the quieter moment.
         for turn in 0..4 {
             let request = turn_calls(turn as u64).swap_remove(index).1;
             let before = CpuUse::read(&apps[turn % 2]);
             let (run, _) = phase(&apps[turn % 2], 16, 1_000, &request).await;
             cpu[turn % 2].add(&CpuUse::read(&apps[turn % 2]).since(&before));
+            calls[turn % 2] += run.calls;
             runs.push(run);
         }
-        cpu_rows.push((name, cpu));
+        cpu_rows.push((name, cpu, calls));
         let rps = |side: usize| (runs[side].rps() + runs[side + 2].rps()) / 2.0;
         let p99 = |side: usize| runs[side].ms(0.99).max(runs[side + 2].ms(0.99));
         println!(
@@ -783,16 +784,16 @@ async fn cluster_comparison() {
     // Where the machine's CPU went: the cluster's extra cost, by process.
     println!("CPU per call (µs; this process is the host and the clients), one Redis | cluster");
     println!("call                          process   redis |  process primaries replicas |  total ratio");
-    for (name, [one, cluster]) in cpu_rows {
-        let per_call = |usec: f64| usec / 2_000.0;
+    for (name, [one, cluster], [one_calls, cluster_calls]) in cpu_rows {
+        let per_call = |usec: f64, calls: usize| usec / calls.max(1) as f64;
         println!(
             "{name:<28} {:>8.0} {:>7.0} | {:>8.0} {:>9.0} {:>8.0} | {:>12.2}",
-            per_call(one.process),
-            per_call(one.primaries),
-            per_call(cluster.process),
-            per_call(cluster.primaries),
-            per_call(cluster.replicas),
-            cluster.total() / one.total()
+            per_call(one.process, one_calls),
+            per_call(one.primaries, one_calls),
+            per_call(cluster.process, cluster_calls),
+            per_call(cluster.primaries, cluster_calls),
+            per_call(cluster.replicas, cluster_calls),
+            per_call(cluster.total(), cluster_calls) / per_call(one.total(), one_calls)
         );
     }
 }
@@ -860,7 +861,7 @@ fn process_cpu_usec() -> f64 {
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |at: usize| fields.get(at).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15: 12 and 13 counted from field 3.
+    // utime and stime, fields 14 and 15 of the line: 11 and 12 from field 3.
     (ticks(11) + ticks(12)) * 10_000.0
 }
 
