@@ -119,7 +119,12 @@ fn lua_names_a_conversations_clock_as_rust_does() {
     let clock_key: Function = functions.get("clock_key").unwrap();
     let ids = ["c1", "g17", "a:b", "}{", "100%", "x y", "é-ü_", "\u{1F600}", "", "a", "abcde", "abcdefg", "large199"];
     let long = "a-much-longer-conversation-id-0123456789".repeat(3);
-    let ids = ids.iter().copied().chain([long.as_str()]);
+    // Every length up to 40 bytes, high bytes among them, so that each way
+    // the Lua sum takes a call's bytes (twelve, six, the last few) is held
+    // to Rust's byte by byte.
+    let varied = "9f3c2a7e-\u{ff}b41-4d0e-8a1c-\u{7f}5e6d4c3b2a10zz".as_bytes();
+    let prefixes: Vec<String> = (0..=40).map(|n| String::from_utf8_lossy(&varied[..n]).into_owned()).collect();
+    let ids = ids.iter().copied().chain([long.as_str()]).chain(prefixes.iter().map(String::as_str));
     for tenant in ["acme", "t:1"] {
         let () = use_clocks.call(crate::keys::clocks_prefix(tenant)).unwrap();
         for id in ids.clone() {
