@@ -960,14 +960,14 @@ local conversations_prefix
 -- A conversation's head, log and earlier-messages keys, named as keys.rs
 -- names them (a unit test holds the two together): the prefix, the escaped
 -- identifier, `}`.
-local UNESCAPED = '[^A-Za-z0-9%._%-@|%+#=/]'
+local NEEDS_ESCAPE = '[^A-Za-z0-9%._%-@|%+#=/]'
 local function escape_byte(c)
   return string.format('%%%02X', string.byte(c))
 end
 local function conversation_keys(conv)
   -- Most ids need no escape, and looking costs less than rewriting.
   local escaped = conv
-  if string.find(conv, UNESCAPED) then escaped = string.gsub(conv, UNESCAPED, escape_byte) end
+  if string.find(conv, NEEDS_ESCAPE) then escaped = string.gsub(conv, NEEDS_ESCAPE, escape_byte) end
   local head = conversations_prefix .. escaped .. '}'
   return head, head .. ':group', head .. ':earlier'
 end
