@@ -551,6 +551,34 @@ async fn unread_host_up_serves_only_the_selected_components() {
     assert!(stderr.contains("Specified component \"nope\" not found in application"), "{stderr}");
 }
 
+/// `unread-host up --quiet`, as `spin up --quiet`: the components' output
+/// goes nowhere (no access line, no reason for a 5xx), and the calls are
+/// answered as without it.
+#[tokio::test]
+async fn unread_host_up_quiet_drops_what_the_components_write() {
+    let redis = RedisServer::start();
+    let host = Served::start_with(&essentials(&redis), &["--quiet"]).await;
+    let touch = json!({"tenant": "acme", "conversation": "c1", "seq": 1, "ts": 1_000, "sender": "u1",
+        "members": ["u1", "u2"], "preview": {"text": "hi"}});
+    let touched = host.call(&call("touch", "POST", "/v1/touch", Some(SERVICE_TOKEN), Some(touch)), Some("q1")).await;
+    assert_eq!((touched.status, &touched.body), (200, &json!({"applied": true})));
+    let token = app_token("acme", "u2", JWT_SECRET, now() + 3600);
+    let badge = host.call(&call("badge", "GET", "/v1/badge", Some(&token), None), Some("q2")).await;
+    assert_eq!((badge.status, badge.body["total"].as_u64()), (200, Some(1)), "{:?}", badge.body);
+    let (stdout, stderr) = host.stop();
+    assert!(stdout.contains("Serving"), "{stdout}");
+    for id in ["q1", "q2"] {
+        assert!(!stdout.contains(id) && !stderr.contains(id), "{id} logged:\n{stdout}\n{stderr}");
+    }
+
+    // Without it, the same calls are logged (what the check above would miss).
+    let host = Served::start(&essentials(&redis)).await;
+    let badge = host.call(&call("badge", "GET", "/v1/badge", Some(&token), None), Some("q3")).await;
+    assert_eq!(badge.status, 200);
+    let (_, stderr) = host.stop();
+    assert!(stderr.contains("\"request_id\":\"q3\""), "{stderr}");
+}
+
 /// `unread-host up --help` says how to use it, on stdout, and succeeds; a
 /// wrong option fails with the usage on stderr.
 #[test]
@@ -558,7 +586,7 @@ fn the_host_says_how_to_use_it() {
     let help = Command::new(host_binary()).args(["up", "--help"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&help.stdout);
     assert!(help.status.success(), "{}", String::from_utf8_lossy(&help.stderr));
-    for option in ["--listen", "--variable", "--component-id", "--per-request", "--tcp-nodelay"] {
+    for option in ["--listen", "--variable", "--component-id", "--per-request", "--tcp-nodelay", "--quiet"] {
         assert!(stdout.contains(option), "{option} missing from {stdout}");
     }
     let wrong = Command::new(host_binary()).args(["up", "--nope"]).output().unwrap();

@@ -494,6 +494,8 @@ pub struct Setup {
     pub components: Vec<String>,
     /// Redis Cluster (three primaries, three replicas) instead of one server.
     pub cluster: bool,
+    /// Drop what the components print (`spin up --quiet`): for the benchmark.
+    pub quiet: bool,
 }
 
 impl Default for Setup {
@@ -507,6 +509,7 @@ impl Default for Setup {
             components: Vec::new(),
             // UNREAD_TEST_REDIS=cluster: every test on a cluster.
             cluster: std::env::var("UNREAD_TEST_REDIS").is_ok_and(|v| v == "cluster"),
+            quiet: false,
         }
     }
 }
@@ -597,6 +600,7 @@ impl App {
             variables,
             tcp_nodelay: setup.tcp_nodelay,
             components: setup.components,
+            quiet: setup.quiet,
         })
         .await
         .expect("the host starts");

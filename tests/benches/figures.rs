@@ -349,7 +349,7 @@ async fn function_table() {
     // Every member written, whatever the group's size: read diffusion has
     // figures of its own below.
     let every_member = vec![("large_group_threshold", "0".to_string())];
-    let app = Arc::new(App::with(Setup { variables: every_member, ..Setup::default() }).await);
+    let app = Arc::new(App::with(Setup { variables: every_member, ..quiet() }).await);
     println!("\nunread functions served by the host (Spin 4.1's instance reuse), a private redis-server, cache-only;");
     println!("{USERS} users, groups of {GROUP}; keep-alive clients; 'redis' columns: the same scripts with the same");
     println!("arguments sent by a native client straight to Redis; fn/404: rps against the no-I/O route's;");
@@ -423,7 +423,7 @@ async fn entry_bytes() {
     const PEOPLE: usize = 100;
     const EACH: usize = 50;
     println!("\n== Redis bytes per user-conversation entry ({PEOPLE} users with {EACH} conversations each)");
-    let app = Arc::new(App::with(Setup::default()).await);
+    let app = Arc::new(App::with(quiet()).await);
     let mut round = 0;
     for size in [2usize, 20] {
         for text_bytes in [0usize, 40, 100] {
@@ -495,10 +495,9 @@ async fn entry_bytes() {
 async fn message_costs() {
     println!("\n== one message by conversation size (1 client; 500, 100 and 20 messages after a first one)");
     println!("members   how                   touch calls   commands per message   writes   per member   messages/s");
-    let every =
-        Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..Setup::default() }).await);
-    let large = Arc::new(App::with(Setup::default()).await);
-    let cluster = Arc::new(App::with(Setup { cluster: true, ..Setup::default() }).await);
+    let every = Arc::new(App::with(Setup { variables: vec![("large_group_threshold", "0".into())], ..quiet() }).await);
+    let large = Arc::new(App::with(quiet()).await);
+    let cluster = Arc::new(App::with(Setup { cluster: true, ..quiet() }).await);
     let mut one_to_one = 0.0;
     let cases = [
         (&every, 2usize, 500u64, "every member"),
@@ -552,7 +551,7 @@ async fn message_costs() {
 /// written, each caught up with its large groups first), at one client.
 async fn large_group_reads(cluster: bool) {
     const GROUPS: usize = 200;
-    let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
+    let app = Arc::new(App::with(Setup { cluster, ..quiet() }).await);
     let readers: Vec<String> = (0..16).map(|k| format!("r{k}")).collect();
     let fillers: Vec<String> = (0..100).map(|k| format!("f{k}")).collect();
     let members: Vec<&str> = readers.iter().chain(&fillers).map(String::as_str).collect();
@@ -627,6 +626,13 @@ async fn large_group_reads(cluster: bool) {
     large_group_row("touch (group of 20 of them)", &run, &cost, &cpu, "");
 }
 
+/// The setup every app here starts from: the components' output dropped
+/// (`spin up --quiet`), since each call writes an access line, and a run's
+/// hundred thousand of them would bury the figures. They still write it.
+fn quiet() -> Setup {
+    Setup { quiet: true, ..Setup::default() }
+}
+
 /// The id of the benchmark's large group `g`, shaped as apps' ids often
 /// are (a UUID, 36 bytes): every call of a member walks its groups' ids
 /// (which clock holds each), and short ids would hide that cost.
@@ -665,7 +671,7 @@ fn large_group_row(name: &str, run: &Run, cost: &RedisCost, cpu: &CpuUse, meanwh
 async fn token_costs() {
     let keys = [SigningKey::rs256("rs"), SigningKey::es256("es"), SigningKey::ed25519("ed")];
     let pem: String = keys.iter().map(|key| key.pem.as_str()).collect();
-    let app = Arc::new(App::with(Setup { variables: vec![("jwt_public_keys", pem)], ..Setup::default() }).await);
+    let app = Arc::new(App::with(Setup { variables: vec![("jwt_public_keys", pem)], ..quiet() }).await);
     println!("\n== app tokens: GET /v1/badge, 1 client, by the token's algorithm (keys as PEM)");
     println!("alg     tokens           calls   p50 ms   p90 ms   p99 ms | p50 over HS256's (us)");
     let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
@@ -710,7 +716,7 @@ async fn nodelay_comparison() {
     );
     let mut apps = Vec::new();
     for tcp_nodelay in [false, true] {
-        let app = Arc::new(App::with(Setup { tcp_nodelay, ..Setup::default() }).await);
+        let app = Arc::new(App::with(Setup { tcp_nodelay, ..quiet() }).await);
         let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
         apps.push(app);
     }
@@ -755,7 +761,7 @@ async fn cluster_comparison() {
     };
     let mut apps = Vec::new();
     for cluster in [false, true] {
-        let app = Arc::new(App::with(Setup { cluster, ..Setup::default() }).await);
+        let app = Arc::new(App::with(Setup { cluster, ..quiet() }).await);
         let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
         // A live app's messages go to conversations that exist.
         let (_, _) = phase(&app, 16, USERS, &one_to_one(0)).await;

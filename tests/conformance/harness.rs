@@ -243,6 +243,7 @@ fn host_options(
         variables,
         tcp_nodelay: false,
         components: Vec::new(),
+        quiet: false,
     })
 }
 

@@ -29,7 +29,7 @@ pub async fn load(opts: &HostOptions, counters: Arc<RedisCounters>, host_stoppin
     let manifest_dir = opts.manifest.parent().unwrap_or(Path::new(".")).to_owned();
     let app_variables = AppVariables::resolve_from_process_env(&manifest.variables, &opts.variables)?;
     let router = Router::new(&manifest.trigger.http)?;
-    let contexts = component_contexts(&manifest, &app_variables, &counters, &host_stopping)?;
+    let contexts = component_contexts(&manifest, &app_variables, &counters, &host_stopping, opts.quiet)?;
 
     let engine = engine::shared_engine()?;
     let linker = engine::build_linker(&engine)?;
@@ -53,6 +53,7 @@ fn component_contexts(
     app_variables: &AppVariables,
     counters: &Arc<RedisCounters>,
     host_stopping: &Arc<AtomicBool>,
+    quiet: bool,
 ) -> Result<HashMap<String, ComponentContext>> {
     let defaults = AppVariables::defaults_only(&manifest.variables);
     let mut contexts = HashMap::new();
@@ -69,6 +70,7 @@ fn component_contexts(
             postgres: PgCtx::new(allowed_hosts.clone()),
             allowed_hosts,
             host_stopping: host_stopping.clone(),
+            quiet,
         };
         contexts.insert(id.clone(), context);
     }

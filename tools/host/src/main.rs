@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use unread_host::{HostOptions, InstanceMode, RunningHost};
 
 const USAGE: &str = "usage: unread-host up [--listen 127.0.0.1:3000] [--manifest spin.toml] [--per-request] \
-                     [--tcp-nodelay] [--variable NAME=VALUE]... [--component-id ID]...";
+                     [--tcp-nodelay] [--quiet] [--variable NAME=VALUE]... [--component-id ID]...";
 
 const OPTIONS: &str = "Serves spin.toml's functions as `spin up` does (Ctrl-C stops).
 
@@ -22,6 +22,7 @@ const OPTIONS: &str = "Serves spin.toml's functions as `spin up` does (Ctrl-C st
   --per-request           a fresh instance per request (default: reuse, as Spin 4.1)
   --variable NAME=VALUE   an application variable (wins over SPIN_VARIABLE_NAME)
   --component-id, -c ID   serve only this component (repeatable), as spin up -c
+  --quiet, -q             drop the components' stdout and stderr, as spin up -q
   --tcp-nodelay           TCP_NODELAY on accepted sockets: NOT Spin's behaviour,
                           for measuring Nagle's cost only (docs/latency.md)";
 
@@ -64,6 +65,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
         variables: HashMap::new(),
         tcp_nodelay: false,
         components: Vec::new(),
+        quiet: false,
     };
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value\n{USAGE}"));
@@ -73,6 +75,7 @@ fn parse_args(args: &[String]) -> Result<HostOptions> {
             "--per-request" => options.instances = InstanceMode::PerRequest,
             // Not what Spin does: for measuring Nagle's cost (docs/latency.md).
             "--tcp-nodelay" => options.tcp_nodelay = true,
+            "--quiet" | "-q" => options.quiet = true,
             "--component-id" | "-c" => options.components.push(value()?.to_owned()),
             "--variable" => {
                 let (name, val) = value()?.split_once('=').context("--variable expects NAME=VALUE")?;

@@ -9,6 +9,7 @@ use crate::variables::ComponentVariables;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::OutputFile;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
@@ -33,6 +34,8 @@ pub struct ComponentContext {
     pub allowed_hosts: Arc<AllowedHosts>,
     /// Set once the host is shutting down (instances dropped then are not failures).
     pub host_stopping: Arc<AtomicBool>,
+    /// Whether the instances' stdout and stderr are dropped (`spin up --quiet`).
+    pub quiet: bool,
 }
 
 /// The data of one store, i.e. of one component instance.
@@ -48,11 +51,29 @@ pub struct StoreState {
 }
 
 impl StoreState {
-    /// Fresh state for a new instance of `component`; guest stdout/stderr go to the host's.
+    /// Fresh state for a new instance of `component`; guest stdout/stderr go
+    /// to the host's, or nowhere when it is quiet.
     pub fn new(component: &ComponentContext) -> StoreState {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.envs(&component.environment);
+        if component.quiet {
+            // Still written, a write per line, as Spin writes its log files
+            // under `--quiet`: what the guests pay stays what Spin's cost.
+            match std::fs::OpenOptions::new().write(true).open("/dev/null") {
+                Ok(null) => {
+                    let null = OutputFile::new(null);
+                    wasi.stdout(null.clone()).stderr(null);
+                }
+                Err(_) => {
+                    wasi.stdout(std::io::empty()).stderr(std::io::empty());
+                }
+            }
+        } else {
+            wasi.inherit_stdout().inherit_stderr();
+        }
         StoreState {
             table: ResourceTable::new(),
-            wasi: WasiCtxBuilder::new().envs(&component.environment).inherit_stdout().inherit_stderr().build(),
+            wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             hooks: OutboundHttp { allowed_hosts: component.allowed_hosts.clone() },
             variables: component.variables.clone(),
