@@ -17,6 +17,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use wasmtime_wasi::cli::OutputFile;
 
 /// Loads everything `opts` describes; fails with a clear message on any problem.
 pub async fn load(opts: &HostOptions, counters: Arc<RedisCounters>, host_stopping: Arc<AtomicBool>) -> Result<App> {
@@ -56,6 +57,14 @@ fn component_contexts(
     quiet: bool,
 ) -> Result<HashMap<String, ComponentContext>> {
     let defaults = AppVariables::defaults_only(&manifest.variables);
+    let quiet = match quiet {
+        true => {
+            let null =
+                std::fs::OpenOptions::new().write(true).open("/dev/null").context("opening /dev/null for --quiet")?;
+            Some(OutputFile::new(null))
+        }
+        false => None,
+    };
     let mut contexts = HashMap::new();
     for (id, decl) in &manifest.component {
         let variables = ComponentVariables::resolve(id, &decl.variables, app_variables)?;
@@ -70,7 +79,7 @@ fn component_contexts(
             postgres: PgCtx::new(allowed_hosts.clone()),
             allowed_hosts,
             host_stopping: host_stopping.clone(),
-            quiet,
+            quiet: quiet.clone(),
         };
         contexts.insert(id.clone(), context);
     }

@@ -34,8 +34,10 @@ pub struct ComponentContext {
     pub allowed_hosts: Arc<AllowedHosts>,
     /// Set once the host is shutting down (instances dropped then are not failures).
     pub host_stopping: Arc<AtomicBool>,
-    /// Whether the instances' stdout and stderr are dropped (`spin up --quiet`).
-    pub quiet: bool,
+    /// Where the instances' stdout and stderr go when they are dropped
+    /// (`spin up --quiet`): /dev/null, opened once at load; `None` inherits
+    /// the host's.
+    pub quiet: Option<OutputFile>,
 }
 
 /// The data of one store, i.e. of one component instance.
@@ -56,20 +58,15 @@ impl StoreState {
     pub fn new(component: &ComponentContext) -> StoreState {
         let mut wasi = WasiCtxBuilder::new();
         wasi.envs(&component.environment);
-        if component.quiet {
+        match &component.quiet {
             // Still written, a write per line, as Spin writes its log files
             // under `--quiet`: what the guests pay stays what Spin's cost.
-            match std::fs::OpenOptions::new().write(true).open("/dev/null") {
-                Ok(null) => {
-                    let null = OutputFile::new(null);
-                    wasi.stdout(null.clone()).stderr(null);
-                }
-                Err(_) => {
-                    wasi.stdout(std::io::empty()).stderr(std::io::empty());
-                }
+            Some(null) => {
+                wasi.stdout(null.clone()).stderr(null.clone());
             }
-        } else {
-            wasi.inherit_stdout().inherit_stderr();
+            None => {
+                wasi.inherit_stdout().inherit_stderr();
+            }
         }
         StoreState {
             table: ResourceTable::new(),
