@@ -21,6 +21,7 @@ mod membership;
 mod operators;
 mod outage;
 mod reconcile;
+mod replicas;
 mod round_trips;
 mod schema;
 mod secured;

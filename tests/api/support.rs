@@ -151,6 +151,20 @@ impl RedisServer {
         }
     }
 
+    /// Makes this server a replica of `primary` and waits until it has
+    /// synced.
+    pub fn replicate(&self, primary: &RedisServer) {
+        let _: () = self.command(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+        for _ in 0..500 {
+            let info: String = self.command(&["INFO", "replication"]);
+            if info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the replica did not sync");
+    }
+
     /// `SIGSTOP` (`resume`: `SIGCONT`): the server keeps its connections
     /// but answers nothing, as a hung server or a dropped network does.
     pub fn pause(&self) {
@@ -432,13 +446,10 @@ impl RedisCluster {
         assert!(status.success(), "redis-cli --cluster reshard failed");
     }
 
-    /// Fails `primary` over to its replica (`CLUSTER FAILOVER` on the
-    /// replica: the primary stops taking writes, the replica catches up,
-    /// then takes over), and waits until the cluster settles.
-    pub fn fail_over(&self, primary: &RedisServer) {
+    /// The replica of `primary`.
+    pub fn replica_of(&self, primary: &RedisServer) -> &std::sync::Arc<RedisServer> {
         let id = self.id(primary);
-        let replica = self
-            .nodes
+        self.nodes
             .iter()
             .find(|node| {
                 let info: String = node.command(&["INFO", "replication"]);
@@ -447,7 +458,14 @@ impl RedisCluster {
                     nodes.lines().any(|l| l.contains("myself") && l.contains(&id))
                 }
             })
-            .expect("the primary has a replica");
+            .expect("the primary has a replica")
+    }
+
+    /// Fails `primary` over to its replica (`CLUSTER FAILOVER` on the
+    /// replica: the primary stops taking writes, the replica catches up,
+    /// then takes over), and waits until the cluster settles.
+    pub fn fail_over(&self, primary: &RedisServer) {
+        let replica = self.replica_of(primary);
         let _: () = replica.command(&["CLUSTER", "FAILOVER"]);
         for _ in 0..600 {
             let info: String = replica.command(&["INFO", "replication"]);

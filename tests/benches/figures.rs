@@ -331,6 +331,9 @@ async fn main() {
     if wanted("cluster") {
         cluster_comparison().await;
     }
+    if wanted("replicas") {
+        replica_wait_comparison().await;
+    }
     println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
 }
 
@@ -817,6 +820,54 @@ async fn cluster_comparison() {
             per_call(cluster.replicas, cluster_calls),
             per_call(cluster.total(), cluster_calls) / per_call(one.total(), one_calls)
         );
+    }
+}
+
+/// What waiting for a replica costs (`redis_wait_replicas` 1 against 0):
+/// one Redis with a replica for both, the same calls in alternating turns
+/// at 1 and 16 clients; rps, p50 and p99 of each and their rps ratio.
+async fn replica_wait_comparison() {
+    println!("\n== waiting for the replica (redis_wait_replicas 1 against 0; one Redis with a replica for both)");
+    println!(
+        "call                          clients  without: rps  p50 ms  p99 ms |  waiting: rps  p50 ms  p99 ms | ratio"
+    );
+    let mut apps = Vec::new();
+    let mut replicas = Vec::new();
+    for wait in ["0", "1"] {
+        let app = Arc::new(App::with(Setup { variables: vec![("redis_wait_replicas", wait.into())], ..quiet() }).await);
+        let replica = support::RedisServer::start();
+        replica.replicate(&app.redis);
+        let (_, _) = phase(&app, 16, 400, &calls(0)[0].2).await; // conversations to list
+        apps.push(app);
+        replicas.push(replica);
+    }
+    let wanted = ["touch (group of 20)", "mark-read", "mute / unmute", "list (20 per page)", "badge"];
+    for (index, name) in wanted.into_iter().enumerate() {
+        for (level, clients) in LEVELS.iter().copied().enumerate().take(2) {
+            let mut runs = Vec::new();
+            // Alternate, twice each, so that neither side gets the quieter moment.
+            for turn in 0..4 {
+                let (_, counts, request) = calls(1 + (index * 8 + level * 4 + turn) as u64)
+                    .into_iter()
+                    .find(|(call, _, _)| *call == name)
+                    .expect("a measured call");
+                let (run, _) = phase(&apps[turn % 2], clients, counts[level] / 2, &request).await;
+                runs.push(run);
+            }
+            let rps = |side: usize| (runs[side].rps() + runs[side + 2].rps()) / 2.0;
+            let p50 = |side: usize| (runs[side].ms(0.5) + runs[side + 2].ms(0.5)) / 2.0;
+            let p99 = |side: usize| runs[side].ms(0.99).max(runs[side + 2].ms(0.99));
+            println!(
+                "{name:<28} {clients:>8} {:>13.0} {:>7.2} {:>7.2} | {:>13.0} {:>7.2} {:>7.2} | {:>5.2}",
+                rps(0),
+                p50(0),
+                p99(0),
+                rps(1),
+                p50(1),
+                p99(1),
+                rps(1) / rps(0)
+            );
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResu
 use crate::Error;
 use crate::cached::timed;
 use crate::keys::{clock_in, slot};
-use crate::redis::{eval, params, unavailable};
+use crate::redis::{eval, params, replicas_for, unavailable, wait_for_replicas};
 use crate::script::{Call, ELSEWHERE, Lua, Part, PartReply, Reply, Script, malformed};
 use crate::scripts::{GroupLogs, LogsWanted, NO_LOGS_YET, Ping, WantedLog, logs_wanted};
 
@@ -207,11 +207,11 @@ pub async fn run<S: Script>(script: &S) -> Result<S::Reply, Error> {
         None => call.parts()?,
     };
     let until = Instant::now() + S::DEADLINE;
-    let lua = S::lua();
-    let mut ran: Vec<Ran> = run_parts(lua, parts, until).await?.into_iter().flatten().collect();
+    let sent = Sent::Script(S::lua(), replicas_for::<S>().await?);
+    let mut ran: Vec<Ran> = run_parts(sent, parts, until).await?.into_iter().flatten().collect();
     if let Some(at) = logs_at {
         let names = Names { clocks: text_of(&clocks), conversations: text_of(&conversations) };
-        ran = give_logs(lua, ran, at, &names, until).await?;
+        ran = give_logs(sent, ran, at, &names, until).await?;
     }
     let done = ran.into_iter().map(|(part, values)| PartReply { items: part.items, reply: Reply::new(values) });
     script.merge(done.collect())
@@ -235,11 +235,11 @@ type Ran = (Part, Vec<RedisResult>);
 /// that its node turns away (a slot moved or is moving, the node failed)
 /// runs again as those parts, each following its own redirects; for each
 /// part in order, what ran of it (itself, or its pieces).
-async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Result<Vec<Vec<Ran>>, Error> {
+async fn run_parts(sent: Sent, parts: Vec<Part>, until: Instant) -> Result<Vec<Vec<Ran>>, Error> {
     let outcomes = all(parts.iter().map(|part| async move {
         match part.is_joined() {
-            true => run_joined(lua, part, until).await,
-            false => run_part(Sent::Script(lua), part, until).await.map(Some),
+            true => run_joined(sent, part, until).await,
+            false => run_part(sent, part, until).await.map(Some),
         }
     }))
     .await;
@@ -254,7 +254,7 @@ async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Resul
             }
         }
     }
-    let again = all(turned_away.iter().map(|(_, piece)| run_part(Sent::Script(lua), piece, until))).await;
+    let again = all(turned_away.iter().map(|(_, piece)| run_part(sent, piece, until))).await;
     for ((at, piece), values) in turned_away.into_iter().zip(again) {
         ran[at].push((piece, values?));
     }
@@ -266,16 +266,16 @@ async fn run_parts(lua: &'static Lua, parts: Vec<Part>, until: Instant) -> Resul
 /// `prelude.lua` found a key it does not serve; or a redirect) or could not
 /// be reached. A script that failed otherwise fails the call, as a part of
 /// one slot does.
-async fn run_joined(lua: &'static Lua, part: &Part, until: Instant) -> Result<Option<Vec<RedisResult>>, Error> {
+async fn run_joined(sent: Sent, part: &Part, until: Instant) -> Result<Option<Vec<RedisResult>>, Error> {
     let node =
         MAP.with_borrow(|map| map.as_ref().zip(part.slot).and_then(|(map, slot)| map.node(slot).map(str::to_string)));
     let Some(node) = node else { return Ok(None) };
     let params = params(&[], &part.joined_args());
     deadline(until, async {
-        match on_node(&node, Sent::Script(lua), &params).await {
+        match on_node(&node, sent, &params).await {
             Ok(values) => Ok(Some(values)),
             Err(Failure::Script(text)) if text.contains(ELSEWHERE) || redirect(&text).is_some() => Ok(None),
-            Err(Failure::Script(text)) => Err(unavailable(lua.file, &text)),
+            Err(Failure::Script(text)) => Err(unavailable(sent.name(), &text)),
             Err(Failure::Down(_)) => Ok(None),
         }
     })
@@ -307,13 +307,7 @@ struct Names<'a> {
 /// logs none moved, and that answered what it answers then (one user's
 /// badge), is done: nothing was owed when it ran, since a clock moves after
 /// its log and never back (unless the log is new, which its counter tells).
-async fn give_logs(
-    lua: &'static Lua,
-    ran: Vec<Ran>,
-    at: usize,
-    names: &Names<'_>,
-    until: Instant,
-) -> Result<Vec<Ran>, Error> {
+async fn give_logs(sent: Sent, ran: Vec<Ran>, at: usize, names: &Names<'_>, until: Instant) -> Result<Vec<Ran>, Error> {
     let mut asked: HashMap<usize, LogsWanted> = HashMap::new();
     for (index, (_, values)) in ran.iter().enumerate() {
         if let Some(wanted) = logs_wanted(values)? {
@@ -373,7 +367,7 @@ async fn give_logs(
         let given = logs.iter().filter_map(|w| lines.get(&w.conversation).cloned()).collect();
         part.call.args[at] = GroupLogs::argument(given);
     }
-    for (index, pieces) in again_at.into_iter().zip(run_parts(lua, again, until).await?) {
+    for (index, pieces) in again_at.into_iter().zip(run_parts(sent, again, until).await?) {
         for (piece, values) in pieces {
             if logs_wanted(&values)?.is_some() {
                 return Err(crate::script::malformed());
@@ -463,9 +457,10 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     };
     let until = Instant::now() + S::DEADLINE;
     let params = params(&call.keys, &call.args);
+    let sent = Sent::Script(S::lua(), replicas_for::<S>().await?);
     let values = deadline(until, async {
         let connection = connection(&node).await.map_err(|e| unavailable(S::lua().file, &e.to_string()))?;
-        eval(&connection, S::lua(), &params, false).await.map_err(|e| {
+        sent.send(&connection, &params, false).await.map_err(|e| {
             forget(&node);
             unavailable(S::lua().file, &e.to_string())
         })
@@ -492,9 +487,10 @@ pub async fn ping_every_primary() -> Result<(), Error> {
     if !map.serves_every_slot() {
         return Err(unavailable("CLUSTER NODES", "no primary serves some slots"));
     }
-    let params = Sent::Script(lua).params(&Call::default());
+    let ping = Sent::Script(lua, 0);
+    let params = ping.params(&Call::default());
     let left = until.saturating_duration_since(Instant::now());
-    let pings = all(map.primaries.iter().map(|node| timed(left, on_node(node, Sent::Script(lua), &params)))).await;
+    let pings = all(map.primaries.iter().map(|node| timed(left, on_node(node, ping, &params)))).await;
     for (node, ping) in map.primaries.iter().zip(pings) {
         let values = match ping {
             Some(Ok(values)) => values,
@@ -515,8 +511,9 @@ pub async fn ping_every_primary() -> Result<(), Error> {
 /// What a part sends to its node.
 #[derive(Clone, Copy)]
 enum Sent {
-    /// A script: `EVALSHA`, and `EVAL` once after `NOSCRIPT`.
-    Script(&'static Lua),
+    /// A script: `EVALSHA`, and `EVAL` once after `NOSCRIPT`; then `WAIT`
+    /// for that many replicas (see [`wait_for_replicas`]).
+    Script(&'static Lua, u32),
     /// One plain read command, its keys and then its arguments: what this
     /// client reads for itself where no step needs to be atomic.
     Command(&'static str),
@@ -526,7 +523,7 @@ impl Sent {
     /// What the log names when the part fails.
     fn name(self) -> &'static str {
         match self {
-            Sent::Script(lua) => lua.file,
+            Sent::Script(lua, _) => lua.file,
             Sent::Command(command) => command,
         }
     }
@@ -534,7 +531,7 @@ impl Sent {
     /// The parameters of `call` as this sends them.
     fn params(self, call: &Call) -> Vec<RedisParameter> {
         match self {
-            Sent::Script(_) => params(&call.keys, &call.args),
+            Sent::Script(..) => params(&call.keys, &call.args),
             Sent::Command(_) => {
                 let keys = call.keys.iter().map(|key| key.as_bytes().to_vec());
                 keys.chain(call.args.iter().cloned()).map(RedisParameter::Binary).collect()
@@ -550,7 +547,11 @@ impl Sent {
         asking: bool,
     ) -> Result<Vec<RedisResult>, RedisError> {
         match self {
-            Sent::Script(lua) => eval(connection, lua, params, asking).await,
+            Sent::Script(lua, replicas) => {
+                let values = eval(connection, lua, params, asking).await?;
+                wait_for_replicas(connection, replicas).await?;
+                Ok(values)
+            }
             Sent::Command(command) => {
                 if asking {
                     connection.execute("ASKING", Vec::new()).await?;

@@ -42,6 +42,15 @@ pub async fn drift_alert_threshold() -> Result<u32, Error> {
     number("drift_alert_threshold", 0).await
 }
 
+/// How many replicas must hold a write before the call that made it answers
+/// (`redis_wait_replicas`, default 0: none waited for). With one or more, a
+/// primary that fails and whose replica takes over cannot take an answered
+/// write with it: the call waits (`WAIT`) and answers unavailable when the
+/// replicas did not acknowledge in time.
+pub async fn wait_replicas() -> Result<u32, Error> {
+    number("redis_wait_replicas", 0).await
+}
+
 /// A variable's text; `None` when the component does not declare it.
 pub async fn text(name: &str) -> Result<Option<String>, Error> {
     use spin_sdk::variables::Error as VariableError;

@@ -142,10 +142,16 @@ where
     let params = params(&call.keys, &call.args);
     let lua = S::lua();
     let params = &params;
-    let attempt = with_connection(slot, open, |connection| async move { eval(&connection, lua, params, false).await });
+    let replicas = replicas_for::<S>().await?;
+    let attempt = with_connection(slot, open, |connection| async move {
+        let values = eval(&connection, lua, params, false).await?;
+        // Replicas that fall short are no broken connection: not sent again
+        // on another one.
+        Ok((values, wait_for_replicas(&connection, replicas).await))
+    });
     let values = match within(slot, S::DEADLINE, attempt).await {
-        Some(Ok(values)) => values,
-        Some(Err(e)) => return Err(unavailable(lua.file, &e.to_string())),
+        Some(Ok((values, Ok(())))) => values,
+        Some(Ok((_, Err(e))) | Err(e)) => return Err(unavailable(lua.file, &e.to_string())),
         None => return Err(unavailable(lua.file, &format!("no answer within {} ms", S::DEADLINE.as_millis()))),
     };
     script.decode(&mut Reply::new(values))
@@ -192,6 +198,35 @@ pub(crate) async fn eval(
     }
 }
 
+/// How long a write waits for its replicas (`WAIT`'s timeout) before its
+/// call answers unavailable. The wait holds the instance's connection (Redis
+/// answers nothing else on it meanwhile), so it is short: replicas that keep
+/// up acknowledge within a round trip.
+const REPLICA_WAIT_MS: i64 = 100;
+
+/// How many replicas a call of `S` waits for: `redis_wait_replicas` if it
+/// writes what its caller acknowledges ([`Script::WAITS_FOR_REPLICAS`]).
+pub(crate) async fn replicas_for<S: Script>() -> Result<u32, Error> {
+    if S::WAITS_FOR_REPLICAS { crate::config::wait_replicas().await } else { Ok(0) }
+}
+
+/// `WAIT`, after a script on `connection`: until `replicas` replicas hold
+/// every write sent on it so far (the script's among them), or an error
+/// that says how many did within [`REPLICA_WAIT_MS`]. Nothing for 0.
+pub(crate) async fn wait_for_replicas(connection: &Connection, replicas: u32) -> Result<(), RedisError> {
+    if replicas == 0 {
+        return Ok(());
+    }
+    let wait = vec![RedisParameter::Int64(replicas.into()), RedisParameter::Int64(REPLICA_WAIT_MS)];
+    match connection.execute("WAIT", wait).await?.as_slice() {
+        [RedisResult::Int64(held)] if *held >= i64::from(replicas) => Ok(()),
+        [RedisResult::Int64(held)] => Err(RedisError::Other(format!(
+            "WAIT: {held} of {replicas} replicas acknowledged the write within {REPLICA_WAIT_MS} ms"
+        ))),
+        _ => Err(RedisError::Other("WAIT: unexpected reply".into())),
+    }
+}
+
 fn is_no_script(text: &str) -> bool {
     text.contains("NoScript") || text.contains("NOSCRIPT")
 }
@@ -216,6 +251,8 @@ async fn run_here<S: Script>(connection: &Connection, script: &S) -> Result<S::R
     let mut call = Call::default();
     script.encode(&mut call);
     let values = eval(connection, S::lua(), &params(&call.keys, &call.args), false).await?;
+    let replicas = replicas_for::<S>().await.map_err(|e| RedisError::Other(format!("{e:?}")))?;
+    wait_for_replicas(connection, replicas).await?;
     script.decode(&mut Reply::new(values)).map_err(|e| RedisError::Other(format!("{e:?}")))
 }
 

@@ -83,6 +83,12 @@ pub trait Script {
     /// longer.
     const DEADLINE: Duration = Duration::from_secs(2);
 
+    /// Whether the call waits for `redis_wait_replicas` replicas to hold
+    /// what it wrote before it answers: every script that writes what its
+    /// caller acknowledges. The reads say no: what they write (a user caught
+    /// up with a log) the next call redoes from what is already kept.
+    const WAITS_FOR_REPLICAS: bool = true;
+
     /// The script's text.
     fn lua() -> &'static Lua;
 

@@ -16,6 +16,7 @@ pub struct Badge<'a> {
 
 impl Script for Badge<'_> {
     type Reply = Vec<Loaded<AppBadge>>;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!("badge.lua")

@@ -20,6 +20,7 @@ pub type Inventory = Vec<(String, Vec<(String, u64, u64)>)>;
 
 impl Script for CategoryInventory<'_> {
     type Reply = Inventory;
+    const WAITS_FOR_REPLICAS: bool = false;
     const DEADLINE: Duration = Duration::from_secs(10);
 
     fn lua() -> &'static Lua {

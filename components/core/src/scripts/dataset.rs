@@ -19,6 +19,7 @@ pub struct DatasetRecord {
 
 impl Script for Dataset {
     type Reply = DatasetRecord;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!("dataset.lua")

@@ -78,6 +78,7 @@ pub struct GroupLogs<'a> {
 impl Script for GroupLogs<'_> {
     /// One line per log, as the catch-up scripts take them in `logs`.
     type Reply = Vec<String>;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!("group_logs.lua")

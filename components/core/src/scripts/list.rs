@@ -101,6 +101,7 @@ pub struct List<'a> {
 
 impl Script for List<'_> {
     type Reply = Loaded<Page>;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!("list.lua")

@@ -10,6 +10,7 @@ pub struct Ping;
 
 impl Script for Ping {
     type Reply = ();
+    const WAITS_FOR_REPLICAS: bool = false;
     /// A probe must answer fast: load balancers and Kubernetes give it about a second.
     const DEADLINE: Duration = crate::HEALTH_DEADLINE;
 

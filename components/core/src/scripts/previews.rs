@@ -22,6 +22,7 @@ pub struct Previews<'a> {
 impl Script for Previews<'_> {
     /// One preview per row, in order ('' where the head has none for it).
     type Reply = Vec<String>;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!(base "previews.lua")

@@ -13,6 +13,7 @@ pub struct Versions<'a> {
 impl Script for Versions<'_> {
     /// One version per user, in order.
     type Reply = Vec<String>;
+    const WAITS_FOR_REPLICAS: bool = false;
 
     fn lua() -> &'static Lua {
         lua!("versions.lua")

@@ -16,6 +16,7 @@ pub struct WalkUsers<'a> {
 impl Script for WalkUsers<'_> {
     /// The next SCAN cursor ('0': done) and the users found.
     type Reply = (String, Vec<String>);
+    const WAITS_FOR_REPLICAS: bool = false;
     const DEADLINE: Duration = Duration::from_secs(10);
 
     fn lua() -> &'static Lua {
