@@ -6,6 +6,7 @@
 //! comes from the truth. Reads do not wait.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -59,21 +60,21 @@ fn assert_unavailable(answer: &Answer, what: &str) {
 }
 
 #[tokio::test]
-async fn an_answered_write_is_on_the_replica_and_one_no_replica_holds_is_a_503() {
+async fn an_answered_write_is_on_the_replica_and_one_the_replica_does_not_hold_is_a_503() {
     let app = App::with(waiting_for_one(Setup::one_server())).await;
-    let first = message("acme", "c1", 1, 1_000, "u1", &["u1", "u2"]);
-    // No replica yet: no write can be answered; reads are.
-    assert_unavailable(&app.touch(first.clone()).await, "a touch without a replica");
-    assert_eq!(app.badge("acme", "u2").await.status, 200);
+    let touch = |seq: u64| message("acme", "c1", seq, 1_000 * seq, "u1", &["u1", "u2"]);
+    // No replica online: none to wait for (a failover would have none to
+    // promote), so writes are answered.
+    assert_eq!(app.touch(touch(1)).await.status, 200);
 
     let replica = RedisServer::start();
     replica.replicate(&app.redis);
-    // The app sends the touch again; from now on each answered write is on
-    // the replica when the answer comes, without waiting for it here.
-    assert_eq!(app.touch(first).await.status, 200);
-    assert_eq!(contents(&replica, false), contents(&app.redis, false));
+    // An instance trusts what it read of the replicas for a second. From
+    // then on each answered write is on the replica when the answer comes,
+    // without waiting for it here.
+    std::thread::sleep(Duration::from_millis(1_100));
     for seq in 2..=4 {
-        assert_eq!(app.touch(message("acme", "c1", seq, 1_000 * seq, "u1", &["u1", "u2"])).await.status, 200);
+        assert_eq!(app.touch(touch(seq)).await.status, 200);
         assert_eq!(contents(&replica, false), contents(&app.redis, false), "after message {seq}");
     }
     let read = app.mark_read("acme", "u2", "c1", 3).await;
@@ -84,19 +85,42 @@ async fn an_answered_write_is_on_the_replica_and_one_no_replica_holds_is_a_503()
     assert_eq!(pinned.status, 200, "{:?}", pinned.body);
     assert_eq!(contents(&replica, false), contents(&app.redis, false), "after the pin");
 
-    // The replica stops answering: writes are 503s, reads still answer.
+    // The replica stops answering (its link stays up): writes are 503s,
+    // reads still answer.
     replica.pause();
     assert_unavailable(&app.mark_read("acme", "u2", "c1", 4).await, "a mark-read");
-    let fifth = message("acme", "c1", 5, 5_000, "u1", &["u1", "u2"]);
-    assert_unavailable(&app.touch(fifth.clone()).await, "a touch");
+    assert_unavailable(&app.touch(touch(5)).await, "a touch");
+    assert_unavailable(&app.touch(touch(5)).await, "the touch sent again");
     assert_eq!(app.badge("acme", "u2").await.status, 200);
     assert_eq!(app.list("acme", "u2", "").await.status, 200);
     // Back: what the app sends again is answered, and held twice.
     replica.resume();
-    assert_eq!(app.touch(fifth).await.status, 200);
+    assert_eq!(app.touch(touch(5)).await.status, 200);
     let read = app.mark_read("acme", "u2", "c1", 4).await;
     assert_eq!((read.status, &read.body["unread"]), (200, &json!(1)), "{:?}", read.body);
     assert_eq!(contents(&replica, false), contents(&app.redis, false), "after the writes sent again");
+
+    // The replica fails: once an instance sees it gone (a write of each
+    // instance may be a 503 first), writes are answered again.
+    replica.kill();
+    let mut refused = 0;
+    for seq in 6..=12 {
+        loop {
+            let answer = app.touch(touch(seq)).await;
+            if answer.status == 200 {
+                break;
+            }
+            assert_unavailable(&answer, "a touch after the replica failed");
+            refused += 1;
+            assert!(refused <= 3, "writes still refused with no replica online");
+        }
+    }
+    let mut read = app.mark_read("acme", "u2", "c1", 12).await;
+    if read.status == 503 {
+        // This function's instance, the first time.
+        read = app.mark_read("acme", "u2", "c1", 12).await;
+    }
+    assert_eq!((read.status, &read.body["unread"]), (200, &json!(0)), "{:?}", read.body);
 }
 
 #[tokio::test]
@@ -122,6 +146,84 @@ async fn on_a_cluster_a_write_waits_for_the_replica_of_the_node_it_wrote() {
     let read = app.mark_read("acme", "u2", "c1", 1).await;
     assert_eq!((read.status, &read.body["unread"]), (200, &json!(0)), "{:?}", read.body);
     assert_eq!(contents(&replica, true), contents(&primary, false));
+}
+
+/// A primary killed while its replica lagged behind, the replica taking
+/// over: what the replica did not hold was never answered, so the app sent
+/// it again, and the numbers are what every answer said.
+#[tokio::test]
+async fn a_primary_killed_while_its_replica_lagged_took_no_answered_write_with_it() {
+    let app = App::with(waiting_for_one(Setup { cluster: true, ..Setup::default() })).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let node_of = |user: &str| cluster.primary_of(&format!("{{acme:{user}}}")).clone();
+    // A member whose primary is not the node `redis_url` names (that one stays up).
+    let seed = cluster.nodes[0].port;
+    let user = (2..200).map(|n| format!("u{n}")).find(|u| node_of(u).port != seed).unwrap();
+    let (primary, replica) = (node_of(&user), cluster.replica_of(&node_of(&user)).clone());
+    let touch = |seq: u64| message("acme", "c1", seq, 1_000 * seq, "u1", &["u1", &user]);
+    for seq in [1, 2] {
+        assert_eq!(app.touch(touch(seq)).await.status, 200);
+    }
+    assert_eq!(app.mark_read("acme", &user, "c1", 1).await.body["unread"], 1);
+
+    // The replica falls behind: the primary takes what follows, but no
+    // answer says so.
+    replica.pause();
+    assert_unavailable(&app.touch(touch(3)).await, "a touch the replica did not hold");
+    assert_unavailable(&app.mark_read("acme", &user, "c1", 3).await, "a mark-read the replica did not hold");
+    // The primary fails; its replica takes over (cluster-node-timeout 2 s).
+    primary.kill();
+    replica.resume();
+    for _ in 0..1_500 {
+        let info: String = replica.command(&["INFO", "replication"]);
+        if info.contains("role:master") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every answered write is there. Of the others, the replica may hold
+    // some: the primary sent them before it failed (a stopped process's
+    // socket still takes them in), and a 503 says only "not known to be held".
+    let mut tries = 0;
+    let row = loop {
+        let answer = app.list("acme", &user, "").await;
+        if answer.status == 200 {
+            break answer.body["conversations"][0].clone();
+        }
+        assert_unavailable(&answer, "a list during the failover");
+        tries += 1;
+        assert!(tries < 600, "no list but 503 after the failover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (last, read) = (row["last_seq"].as_u64().unwrap(), row["read_seq"].as_u64().unwrap());
+    assert!([2, 3].contains(&last) && [1, 3].contains(&read), "an answered write lost: {row}");
+    assert_eq!(row["unread"].as_u64(), Some(last.saturating_sub(read)), "{row}");
+    // The app sends again what was answered 503, until it is answered.
+    for (what, path, body, token) in [
+        ("touch", "/v1/touch", touch(3), crate::support::SERVICE_TOKEN.to_string()),
+        ("mark-read", "/v1/mark-read", json!({"conversation": "c1", "seq": 3}), jwt("acme", &user)),
+    ] {
+        let mut tries = 0;
+        loop {
+            let answer = app.send("POST", path, Some(token.clone()), Some(body.to_string())).await;
+            if answer.status == 200 {
+                break;
+            }
+            assert_unavailable(&answer, what);
+            tries += 1;
+            assert!(tries < 600, "{what}: no answer but 503 after the failover");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let row = app.row("acme", &user, "c1").await.unwrap();
+    assert_eq!(
+        (row["last_seq"].as_u64(), row["read_seq"].as_u64(), row["unread"].as_u64()),
+        (Some(3), Some(3), Some(0)),
+        "{row}"
+    );
+    assert_eq!(app.badge("acme", &user).await.body["total"], 0);
+    let sender = app.row("acme", "u1", "c1").await.unwrap();
+    assert_eq!((sender["last_seq"].as_u64(), sender["unread"].as_u64()), (Some(3), Some(0)), "{sender}");
 }
 
 #[tokio::test]

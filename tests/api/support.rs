@@ -152,12 +152,14 @@ impl RedisServer {
     }
 
     /// Makes this server a replica of `primary` and waits until it has
-    /// synced.
+    /// synced and the primary counts it online.
     pub fn replicate(&self, primary: &RedisServer) {
         let _: () = self.command(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
         for _ in 0..500 {
             let info: String = self.command(&["INFO", "replication"]);
-            if info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0") {
+            let seen: String = primary.command(&["INFO", "replication"]);
+            let online = seen.lines().any(|l| l.contains(&format!("port={},state=online", self.port)));
+            if info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0") && online {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -460,7 +460,7 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     let sent = Sent::Script(S::lua(), replicas_for::<S>().await?);
     let values = deadline(until, async {
         let connection = connection(&node).await.map_err(|e| unavailable(S::lua().file, &e.to_string()))?;
-        sent.send(&connection, &params, false).await.map_err(|e| {
+        sent.send(&connection, &node, &params, false).await.map_err(|e| {
             forget(&node);
             unavailable(S::lua().file, &e.to_string())
         })
@@ -539,17 +539,18 @@ impl Sent {
         }
     }
 
-    /// Sends it on `connection` (after `ASKING`, if `asking`).
+    /// Sends it on `connection` to `node` (after `ASKING`, if `asking`).
     async fn send(
         self,
         connection: &Connection,
+        node: &str,
         params: &[RedisParameter],
         asking: bool,
     ) -> Result<Vec<RedisResult>, RedisError> {
         match self {
             Sent::Script(lua, replicas) => {
                 let values = eval(connection, lua, params, asking).await?;
-                wait_for_replicas(connection, replicas).await?;
+                wait_for_replicas(connection, node, replicas).await?;
                 Ok(values)
             }
             Sent::Command(command) => {
@@ -627,7 +628,7 @@ enum Failure {
 /// dropped, so the next attempt opens another.
 async fn on_node(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let connection = connection(node).await.map_err(|e| Failure::Down(e.to_string()))?;
-    match sent.send(&connection, params, false).await {
+    match sent.send(&connection, node, params, false).await {
         Ok(values) => Ok(values),
         Err(RedisError::Other(text)) if redirect(&text).is_some() || !is_connection_error(&text) => {
             Err(Failure::Script(text))
@@ -644,7 +645,7 @@ async fn on_node(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Ve
 async fn asking(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Vec<RedisResult>, Failure> {
     let url = node_url(&seed_url().await.map_err(|e| Failure::Down(format!("{e:?}")))?, node);
     let connection = Connection::open(&url).await.map_err(|e| Failure::Down(e.to_string()))?;
-    sent.send(&connection, params, true).await.map_err(|e| match e {
+    sent.send(&connection, node, params, true).await.map_err(|e| match e {
         RedisError::Other(text) => Failure::Script(text),
         other => Failure::Down(other.to_string()),
     })

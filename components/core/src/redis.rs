@@ -2,8 +2,11 @@
 //! within a deadline: a Redis that stops answering (a hung server, a dropped
 //! network) makes the call `unavailable` instead of holding the request.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::thread::LocalKey;
+use std::time::{Duration, Instant};
 
 use spin_sdk::redis::{Connection, Error as RedisError, RedisParameter, RedisResult};
 
@@ -147,7 +150,7 @@ where
         let values = eval(&connection, lua, params, false).await?;
         // Replicas that fall short are no broken connection: not sent again
         // on another one.
-        Ok((values, wait_for_replicas(&connection, replicas).await))
+        Ok((values, wait_for_replicas(&connection, "", replicas).await))
     });
     let values = match within(slot, S::DEADLINE, attempt).await {
         Some(Ok((values, Ok(())))) => values,
@@ -204,27 +207,66 @@ pub(crate) async fn eval(
 /// up acknowledge within a round trip.
 const REPLICA_WAIT_MS: i64 = 100;
 
+/// How long an instance trusts what it read of a node's online replicas.
+const REPLICAS_SEEN_FOR: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// Per node (`""`: the one Redis), how many replicas were online and
+    /// when that was read (`INFO replication`).
+    static ONLINE_REPLICAS: RefCell<HashMap<String, (u32, Instant)>> = RefCell::new(HashMap::new());
+}
+
 /// How many replicas a call of `S` waits for: `redis_wait_replicas` if it
 /// writes what its caller acknowledges ([`Script::WAITS_FOR_REPLICAS`]).
 pub(crate) async fn replicas_for<S: Script>() -> Result<u32, Error> {
     if S::WAITS_FOR_REPLICAS { crate::config::wait_replicas().await } else { Ok(0) }
 }
 
-/// `WAIT`, after a script on `connection`: until `replicas` replicas hold
-/// every write sent on it so far (the script's among them), or an error
-/// that says how many did within [`REPLICA_WAIT_MS`]. Nothing for 0.
-pub(crate) async fn wait_for_replicas(connection: &Connection, replicas: u32) -> Result<(), RedisError> {
+/// `WAIT`, after a script on `connection` to `node`: until `replicas`
+/// replicas hold every write sent on it so far (the script's among them),
+/// or as many as the node has online, if fewer (a failover then has no
+/// replica to promote without the write; a node whose replica failed keeps
+/// taking writes); an error that says how many did within
+/// [`REPLICA_WAIT_MS`]. Nothing for 0.
+pub(crate) async fn wait_for_replicas(connection: &Connection, node: &str, replicas: u32) -> Result<(), RedisError> {
     if replicas == 0 {
         return Ok(());
     }
-    let wait = vec![RedisParameter::Int64(replicas.into()), RedisParameter::Int64(REPLICA_WAIT_MS)];
+    let wanted = replicas.min(online_replicas(connection, node).await?);
+    if wanted == 0 {
+        return Ok(());
+    }
+    let wait = vec![RedisParameter::Int64(wanted.into()), RedisParameter::Int64(REPLICA_WAIT_MS)];
     match connection.execute("WAIT", wait).await?.as_slice() {
-        [RedisResult::Int64(held)] if *held >= i64::from(replicas) => Ok(()),
-        [RedisResult::Int64(held)] => Err(RedisError::Other(format!(
-            "WAIT: {held} of {replicas} replicas acknowledged the write within {REPLICA_WAIT_MS} ms"
-        ))),
+        [RedisResult::Int64(held)] if *held >= i64::from(wanted) => Ok(()),
+        [RedisResult::Int64(held)] => {
+            // Read afresh next time: a replica that failed no longer counts.
+            ONLINE_REPLICAS.with_borrow_mut(|known| known.remove(node));
+            Err(RedisError::Other(format!(
+                "WAIT: {held} of {wanted} replicas acknowledged the write within {REPLICA_WAIT_MS} ms"
+            )))
+        }
         _ => Err(RedisError::Other("WAIT: unexpected reply".into())),
     }
+}
+
+/// The replicas online on `node` (`state=online` in `INFO replication`), as
+/// read at most [`REPLICAS_SEEN_FOR`] ago.
+async fn online_replicas(connection: &Connection, node: &str) -> Result<u32, RedisError> {
+    let seen = ONLINE_REPLICAS.with_borrow(|known| known.get(node).copied());
+    if let Some((online, _)) = seen.filter(|(_, at)| at.elapsed() < REPLICAS_SEEN_FOR) {
+        return Ok(online);
+    }
+    let info = match connection.execute("INFO", vec![RedisParameter::Binary(b"replication".to_vec())]).await?.as_slice()
+    {
+        [RedisResult::Binary(text)] => String::from_utf8_lossy(text).into_owned(),
+        [RedisResult::Status(text)] => text.clone(),
+        _ => return Err(RedisError::Other("INFO replication: unexpected reply".into())),
+    };
+    let online = info.lines().filter(|line| line.starts_with("slave") && line.contains("state=online")).count();
+    let online = u32::try_from(online).unwrap_or(u32::MAX);
+    ONLINE_REPLICAS.with_borrow_mut(|known| known.insert(node.to_string(), (online, Instant::now())));
+    Ok(online)
 }
 
 fn is_no_script(text: &str) -> bool {
@@ -252,7 +294,7 @@ async fn run_here<S: Script>(connection: &Connection, script: &S) -> Result<S::R
     script.encode(&mut call);
     let values = eval(connection, S::lua(), &params(&call.keys, &call.args), false).await?;
     let replicas = replicas_for::<S>().await.map_err(|e| RedisError::Other(format!("{e:?}")))?;
-    wait_for_replicas(connection, replicas).await?;
+    wait_for_replicas(connection, "", replicas).await?;
     script.decode(&mut Reply::new(values)).map_err(|e| RedisError::Other(format!("{e:?}")))
 }
 
