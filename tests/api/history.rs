@@ -28,8 +28,9 @@
 //!
 //! On Redis Cluster (three primaries with a replica each) the same
 //! histories run while slots move between primaries (cache-only) and while
-//! a primary fails over to its replica (PostgreSQL): every answer in the
-//! middle of the move must be exactly the model or a clean 503.
+//! a primary fails over to its replica (PostgreSQL, every write waiting for
+//! its node's replica: `redis_wait_replicas` 1): every answer in the middle
+//! of the move must be exactly the model or a clean 503.
 //!
 //! In every variant, conversations that one touch names more than
 //! `LARGE_GROUP_THRESHOLD` members of become large (read diffusion): their
@@ -145,12 +146,15 @@ async fn run(kind: Option<Kind>, disruption: Option<Disruption>) {
         Some(kind) => Some(MessageStore::create(kind).await),
         None => None,
     };
+    // Through a failover, every write waits for its node's replica.
+    let wait_replicas = if disruption == Some(Disruption::Failover) { 1 } else { 0 };
     let app = App::with(Setup {
         max_conversations: MAX_CONVERSATIONS as u32,
         sql_url: store.as_ref().map(|s| s.url.clone()),
         variables: vec![
             ("max_pins", MAX_PINS.to_string()),
             ("large_group_threshold", LARGE_GROUP_THRESHOLD.to_string()),
+            ("redis_wait_replicas", wait_replicas.to_string()),
         ],
         cluster: matches!(disruption, Some(Disruption::Reshard | Disruption::Failover)),
         ..Setup::default()
