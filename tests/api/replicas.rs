@@ -148,6 +148,20 @@ async fn on_a_cluster_a_write_waits_for_the_replica_of_the_node_it_wrote() {
     assert_eq!(contents(&replica, true), contents(&primary, false));
 }
 
+/// What `call` answers once the cluster has settled after a failover: 503s
+/// (`unavailable`) meanwhile, sent again every 50 ms for up to 30 seconds.
+async fn answered_after_the_failover(what: &str, call: impl AsyncFn() -> Answer) -> Answer {
+    for _ in 0..600 {
+        let answer = call().await;
+        if answer.status == 200 {
+            return answer;
+        }
+        assert_unavailable(&answer, what);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: no answer but 503 after the failover");
+}
+
 /// A primary killed while its replica lagged behind, the replica taking
 /// over: what the replica did not hold was never answered, so the app sent
 /// it again, and the numbers are what every answer said.
@@ -184,17 +198,8 @@ async fn a_primary_killed_while_its_replica_lagged_took_no_answered_write_with_i
     // Every answered write is there. Of the others, the replica may hold
     // some: the primary sent them before it failed (a stopped process's
     // socket still takes them in), and a 503 says only "not known to be held".
-    let mut tries = 0;
-    let row = loop {
-        let answer = app.list("acme", &user, "").await;
-        if answer.status == 200 {
-            break answer.body["conversations"][0].clone();
-        }
-        assert_unavailable(&answer, "a list during the failover");
-        tries += 1;
-        assert!(tries < 600, "no list but 503 after the failover");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let page = answered_after_the_failover("a list", async || app.list("acme", &user, "").await).await;
+    let row = &page.body["conversations"][0];
     let (last, read) = (row["last_seq"].as_u64().unwrap(), row["read_seq"].as_u64().unwrap());
     assert!([2, 3].contains(&last) && [1, 3].contains(&read), "an answered write lost: {row}");
     assert_eq!(row["unread"].as_u64(), Some(last.saturating_sub(read)), "{row}");
@@ -203,17 +208,8 @@ async fn a_primary_killed_while_its_replica_lagged_took_no_answered_write_with_i
         ("touch", "/v1/touch", touch(3), crate::support::SERVICE_TOKEN.to_string()),
         ("mark-read", "/v1/mark-read", json!({"conversation": "c1", "seq": 3}), jwt("acme", &user)),
     ] {
-        let mut tries = 0;
-        loop {
-            let answer = app.send("POST", path, Some(token.clone()), Some(body.to_string())).await;
-            if answer.status == 200 {
-                break;
-            }
-            assert_unavailable(&answer, what);
-            tries += 1;
-            assert!(tries < 600, "{what}: no answer but 503 after the failover");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let send = async || app.send("POST", path, Some(token.clone()), Some(body.to_string())).await;
+        answered_after_the_failover(what, send).await;
     }
     let row = app.row("acme", &user, "c1").await.unwrap();
     assert_eq!(
