@@ -37,7 +37,8 @@ CREATE TABLE app_messages (
 -- One row per conversation with a message: its newest message.
 --   last_seq BIGINT NOT NULL   the newest message's seq
 --   last_ts  BIGINT NOT NULL   its time in milliseconds since the epoch (a
---                              TIMESTAMPTZ column converts as below)
+--                              TIMESTAMPTZ column converts as below,
+--                              microseconds dropped, as in touch's ts)
 --   category TEXT              as in touch; NULL reads as 'chat'
 --   last_sender TEXT           (optional) who sent the newest message: it
 --                              never counts as unread for them, even when
@@ -47,7 +48,7 @@ CREATE TABLE app_messages (
 --                              no rebuild brings the recalled text back
 CREATE VIEW unread_conversation_heads AS
   SELECT c.tenant, c.conversation, c.last_seq,
-         (EXTRACT(EPOCH FROM m.sent_at) * 1000)::BIGINT AS last_ts,
+         FLOOR(EXTRACT(EPOCH FROM m.sent_at) * 1000)::BIGINT AS last_ts,
          c.category,
          m.sender AS last_sender,
          CASE WHEN m.recalled_at IS NULL THEN m.body

@@ -213,3 +213,90 @@ async fn the_last_sender_never_counts_their_own_message() {
         store.drop_database().await;
     }
 }
+
+/// unread's ids are exact bytes, whatever collation the app's views compare
+/// with (MySQL's default ignores case): from the documented schema, a user's
+/// answers rebuilt from SQL hold neither the conversations of a user whose id
+/// differs only in case nor those of such a tenant, and conversations of the
+/// same moment are cut from a full list as Redis cuts them (by id, byte by
+/// byte), so the two stores answer alike.
+#[tokio::test]
+async fn ids_that_differ_only_in_case_stay_apart_in_the_truth() {
+    for kind in KINDS {
+        let store = MessageStore::create_with(kind, &documented_schema(kind)).await;
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, ..Setup::default() };
+        let app = App::with(setup).await;
+        // (tenant, conversation, members, messages), every message by u1 at the same moment.
+        let conversations: [(&str, &str, [&str; 2], u64); 5] = [
+            ("acme", "c1", ["u1", "bob"], 1),
+            ("acme", "c2", ["u1", "Bob"], 2),
+            ("ACME", "c3", ["u1", "bob"], 3),
+            ("acme", "a", ["u1", "u9"], 1),
+            ("acme", "B", ["u1", "u9"], 1),
+        ];
+        for (tenant, id, members, messages) in conversations {
+            let params = [s(tenant), s(id)];
+            store.exec("INSERT INTO app_conversations (tenant, conversation) VALUES (?, ?)", &params).await;
+            for member in members {
+                let params = [s(tenant), s(id), s(member)];
+                store.exec("INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)", &params).await;
+            }
+            for seq in 1..=messages {
+                let touch = crate::support::message(tenant, id, seq, DAY + 123, "u1", &members);
+                let (at, body) = (format!("2025-11-30 00:00:00.123{}", beyond_ms(kind)), touch["preview"].to_string());
+                let insert = match kind {
+                    Kind::Postgres => {
+                        "INSERT INTO app_messages (tenant, conversation, seq, sender, sent_at, body) \
+                         VALUES (?, ?, ?, 'u1', CAST(CAST(? AS TEXT) AS TIMESTAMPTZ), CAST(CAST(? AS TEXT) AS JSONB))"
+                    }
+                    Kind::MariaDb => {
+                        "INSERT INTO app_messages (tenant, conversation, seq, sender, sent_at, body) \
+                         VALUES (?, ?, ?, 'u1', ?, ?)"
+                    }
+                };
+                store.exec(insert, &[s(tenant), s(id), P::I(seq as i64), s(&at), s(&body)]).await;
+                let update = "UPDATE app_conversations SET last_seq = ? WHERE tenant = ? AND conversation = ?";
+                store.exec(update, &[P::I(seq as i64), s(tenant), s(id)]).await;
+                let answer = app.touch(touch).await;
+                assert_eq!(answer.status, 200, "{kind:?}: {:?}", answer.body);
+            }
+        }
+        let readers = [("acme", "bob", "c1", 1), ("acme", "Bob", "c2", 2), ("ACME", "bob", "c3", 3)];
+        let mut from_redis = Vec::new();
+        for (tenant, user, only, unread) in readers {
+            let list = app.list(tenant, user, "").await.body;
+            assert_eq!(list["source"], "redis", "{kind:?}");
+            let rows = list["conversations"].as_array().unwrap();
+            assert_eq!(crate::support::ids(rows), [only], "{kind:?} {tenant}/{user}: {list}");
+            assert_eq!((&rows[0]["unread"], &list["badge"]["total"]), (&json!(unread), &json!(unread)), "{kind:?}");
+            from_redis.push(list);
+        }
+        // a and B came at the same moment: the list of one keeps what Redis keeps.
+        let tied = app.list("acme", "u9", "").await.body;
+        assert_eq!(tied["conversations"].as_array().map(Vec::len), Some(1), "{kind:?}: {tied}");
+        from_redis.push(tied);
+
+        for (tenant, users) in [("acme", json!(["bob", "Bob", "u9"])), ("ACME", json!(["bob"]))] {
+            let report = app.reconcile(json!({"tenant": tenant, "users": users})).await.body;
+            assert_eq!(report["drifted"], 0, "{kind:?} {tenant}: {report}");
+        }
+        app.redis.flush_all();
+        let users = [("acme", "bob"), ("acme", "Bob"), ("ACME", "bob"), ("acme", "u9")];
+        for ((tenant, user), redis) in users.into_iter().zip(&from_redis) {
+            let from_sql = app.list(tenant, user, "").await.body;
+            assert_eq!(from_sql["source"], "sql", "{kind:?}");
+            assert_eq!(from_sql["conversations"], redis["conversations"], "{kind:?} {tenant}/{user}");
+            assert_eq!(from_sql["badge"], redis["badge"], "{kind:?} {tenant}/{user}");
+        }
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// How a time literal goes on after its milliseconds: PostgreSQL's
+/// TIMESTAMPTZ keeps microseconds (which the heads view drops, as an app
+/// sending whole milliseconds does) and takes the zone; MariaDB's
+/// DATETIME(3) holds milliseconds in UTC.
+fn beyond_ms(kind: Kind) -> &'static str {
+    if kind == Kind::Postgres { "789+00" } else { "" }
+}

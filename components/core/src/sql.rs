@@ -243,6 +243,30 @@ pub async fn record_recall(url: &str, tenant: &str, conversation: &str, seq: u64
     execute(url, |store| insert_new(store, "unread_recalls (tenant, conversation, seq)", 3, 1), params).await
 }
 
+/// A column's value as unread compares it: on MySQL its binary value (a
+/// view's collation may ignore case and trailing spaces; unread's ids are
+/// exact bytes), on PostgreSQL as it is.
+fn as_key(store: &Store, column: &str) -> String {
+    match store {
+        Store::Mysql(_) => format!("CAST({column} AS BINARY)"),
+        Store::Postgres(_) => column.to_string(),
+    }
+}
+
+/// On MySQL, ` AND CAST(column AS BINARY) = value` for each pair, so that a
+/// view's case-insensitive collation matches no other id (the plain
+/// comparisons beside these keep the view's index in use); nothing on
+/// PostgreSQL, which compares exactly.
+fn exactly<const N: usize>(store: &Store, p: &mut impl FnMut(Param) -> String, pairs: [(&str, &Param); N]) -> String {
+    match store {
+        Store::Mysql(_) => pairs
+            .iter()
+            .map(|(column, value)| format!(" AND CAST({column} AS BINARY) = {}", p((*value).clone())))
+            .collect(),
+        Store::Postgres(_) => String::new(),
+    }
+}
+
 /// Who a touch reaches, as the truth has it: which of `users` the
 /// memberships view has in the conversation (a touch held back past a leave,
 /// or naming someone by mistake, must not give a non-member the
@@ -257,50 +281,42 @@ pub async fn audience(url: &str, tenant: &str, conversation: &str, users: &[Stri
     let chunks: Vec<&[String]> = if users.is_empty() { vec![&[]] } else { users.chunks(ROWS_PER_STATEMENT).collect() };
     for (i, users) in chunks.into_iter().enumerate() {
         let with_head = i == 0;
-        let statement = |store: &Store| {
-            let cast = |column: &str| match store {
-                Store::Mysql(_) => format!("CAST({column} AS BINARY)"),
-                Store::Postgres(_) => column.to_string(),
-            };
-            let mut n = 0;
-            let mut next = || {
-                n += 1;
-                store.placeholder(n)
+        let build = |store: &Store| {
+            let mut params = Vec::new();
+            let mut p = |param: Param| {
+                params.push(param);
+                store.placeholder(params.len())
             };
             let mut parts = Vec::new();
             if with_head {
                 // One row of `kind`, `column` of `table`'s row of the conversation, if it has one.
                 let mut of_conversation = |kind: &str, column: &str, table: &str| {
-                    let (tenant, conversation) = (next(), next());
+                    let (t, c) = (p(text(tenant)), p(text(conversation)));
+                    let exact =
+                        exactly(store, &mut p, [("tenant", &text(tenant)), ("conversation", &text(conversation))]);
                     format!(
-                        "SELECT '{kind}' AS kind, {} AS value FROM {table} WHERE tenant = {tenant} \
-                         AND conversation = {conversation}",
-                        cast(column)
+                        "SELECT '{kind}' AS kind, {} AS value FROM {table} WHERE tenant = {t} \
+                         AND conversation = {c}{exact}",
+                        as_key(store, column)
                     )
                 };
                 parts.push(of_conversation("c", "COALESCE(category, 'chat')", "unread_conversation_heads"));
                 parts.push(of_conversation("l", "conversation", "unread_large_conversations"));
             }
             if !users.is_empty() {
-                let (t, c) = (next(), next());
-                let list = (0..users.len()).map(|_| next()).collect::<Vec<_>>().join(", ");
+                let (t, c) = (p(text(tenant)), p(text(conversation)));
+                let list = users.iter().map(|user| p(text(user))).collect::<Vec<_>>().join(", ");
+                let exact = exactly(store, &mut p, [("tenant", &text(tenant)), ("conversation", &text(conversation))]);
+                // The users come back as stored: the caller keeps the exact ones.
                 parts.push(format!(
                     "SELECT DISTINCT 'm' AS kind, {} AS value FROM unread_memberships WHERE tenant = {t} \
-                     AND conversation = {c} AND user_id IN ({list})",
-                    cast("user_id")
+                     AND conversation = {c} AND user_id IN ({list}){exact}",
+                    as_key(store, "user_id")
                 ));
             }
-            parts.join(" UNION ALL ")
+            (parts.join(" UNION ALL "), params)
         };
-        let mut params = Vec::new();
-        if with_head {
-            params.extend([text(tenant), text(conversation), text(tenant), text(conversation)]);
-        }
-        if !users.is_empty() {
-            params.extend([text(tenant), text(conversation)]);
-            params.extend(users.iter().map(|u| text(u)));
-        }
-        for row in query(url, statement, params).await? {
+        for row in query_built(url, build).await? {
             match <[Value; 2]>::try_from(row) {
                 Ok([Value::Text(kind), Value::Text(value)]) if kind == "m" => {
                     members.insert(value);

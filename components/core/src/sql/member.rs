@@ -5,7 +5,7 @@
 //! MySQL compares through the view's collation; the casts to binary keep a
 //! match exact while the plain comparisons let the view's index serve it.
 
-use super::{Param, Store, Value, malformed, query_built, returning, text};
+use super::{Param, Store, Value, exactly, malformed, query_built, returning, text};
 use crate::Error;
 
 /// Whether a user may change one of their settings of a conversation.
@@ -55,7 +55,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
     };
     let select = format!(
         "SELECT {t}, {u}, {c}, LEAST({seq}, COALESCE((SELECT MAX(h.last_seq) FROM unread_conversation_heads h \
-           WHERE h.tenant = {t2} AND h.conversation = {c2}), 0) + {ahead}), {now} \
+           WHERE h.tenant = {t2} AND h.conversation = {c2}{exact}), 0) + {ahead}), {now} \
          FROM unread_memberships m WHERE {member}",
         t = p(&tenant),
         u = p(&user),
@@ -63,6 +63,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
         seq = p(&seq),
         t2 = p(&tenant),
         c2 = p(&conversation),
+        exact = exactly(store, &mut |param| p(&param), [("h.tenant", &tenant), ("h.conversation", &conversation)]),
         ahead = p(&ahead),
         now = p(&Param::Int(now)),
         member = membership(store, &mut p, [&tenant, &user, &conversation]),
@@ -139,11 +140,12 @@ async fn permit(
         };
         let member = membership(store, &mut p, [&tenant, &user, &conversation]);
         let head = if with_message {
+            let (t, c) = (p(&tenant), p(&conversation));
+            let exact =
+                exactly(store, &mut |param| p(&param), [("h.tenant", &tenant), ("h.conversation", &conversation)]);
             format!(
-                "EXISTS (SELECT 1 FROM unread_conversation_heads h WHERE h.tenant = {} AND h.conversation = {} \
-                   AND h.last_seq > 0)",
-                p(&tenant),
-                p(&conversation)
+                "EXISTS (SELECT 1 FROM unread_conversation_heads h WHERE h.tenant = {t} AND h.conversation = {c} \
+                   AND h.last_seq > 0{exact})"
             )
         } else {
             "1 = 1".to_string()

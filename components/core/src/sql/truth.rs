@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Param, Store, Value, malformed, query, text};
+use super::{Param, Store, Value, as_key, malformed, query, query_built, text};
 use crate::Error;
 use crate::config::Limits;
 use crate::state::{self, Counts};
@@ -111,18 +111,16 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         return Ok(Truth { rows: Vec::new(), partial: HashSet::new() });
     }
     let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
-    let mut params = vec![text(tenant)];
-    params.extend(users.iter().map(|u| text(u)));
-    params.push(Param::Int(wanted as i64));
-    let rows = query(url, |store| heads_statement(store, users.len()), params).await.map_err(|error| match error {
-        // A column of a type the driver cannot give (a raw TIMESTAMPTZ or
-        // DATETIME last_ts, say) fails the whole statement: say where to look.
-        Error::Unavailable(reason) => Error::Unavailable(format!(
-            "{reason} (reading the app's views unread_conversation_heads and unread_memberships: \
+    let rows =
+        query_built(url, |store| heads_statement(store, tenant, users, wanted)).await.map_err(|error| match error {
+            // A column of a type the driver cannot give (a raw TIMESTAMPTZ or
+            // DATETIME last_ts, say) fails the whole statement: say where to look.
+            Error::Unavailable(reason) => Error::Unavailable(format!(
+                "{reason} (reading the app's views unread_conversation_heads and unread_memberships: \
              see docs/schema/ for the columns' types)"
-        )),
-        other => other,
-    })?;
+            )),
+            other => other,
+        })?;
     let mut per_user: HashMap<String, u64> = HashMap::new();
     let mut rows: Vec<TruthRow> = rows
         .into_iter()
@@ -186,14 +184,42 @@ async fn marks(url: &str, tenant: &str, users: &[String]) -> Result<Marks, Error
 }
 
 /// The users' member conversations in list order (pinned, then newest; one
-/// without messages last), the first `wanted` of each user with their rank.
-/// Placeholders: tenant, users, wanted.
-fn heads_statement(store: &Store, users: usize) -> String {
-    let user_list = (0..users).map(|i| store.placeholder(i + 2)).collect::<Vec<_>>().join(", ");
-    let (as_text, as_key) = match store {
-        Store::Mysql(_) => ("CAST(h.preview AS CHAR)", "CAST(m.user_id AS BINARY)"),
-        Store::Postgres(_) => ("h.preview::text", "m.user_id"),
+/// without messages last; ties by conversation id, byte by byte, as Redis
+/// orders a sorted set's equal scores), the first `wanted` of each user
+/// with their rank; with its parameters in the order its placeholders occur.
+///
+/// The app's views may compare ids through a case-insensitive collation
+/// (MySQL's default): there `bob` would also read `Bob`'s rows, and `c1`
+/// would join `C1`'s head. unread's ids are exact bytes, so on MySQL each
+/// match is made again on the binary values (the plain comparisons stay
+/// for the views' indexes), and ranks and ties go by the binary values.
+fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -> (String, Vec<Param>) {
+    let mut params = Vec::new();
+    let mut p = |param: Param| {
+        params.push(param);
+        store.placeholder(params.len())
     };
+    let tenant_at = p(text(tenant));
+    let user_list = users.iter().map(|user| p(text(user))).collect::<Vec<_>>().join(", ");
+    let (as_text, exact) = match store {
+        Store::Mysql(_) => ("CAST(h.preview AS CHAR)", true),
+        Store::Postgres(_) => ("h.preview::text", false),
+    };
+    let binary = |column: &str| as_key(store, column);
+    let (user_key, tenant_key, conversation_key) = (binary("m.user_id"), binary("m.tenant"), binary("m.conversation"));
+    // Tie order by bytes: binary values on MySQL, the C collation on PostgreSQL.
+    let conversation_order = if exact { conversation_key.clone() } else { "m.conversation::text COLLATE \"C\"".into() };
+    let (same_head, same_member) = if exact {
+        let exact_tenant = p(text(tenant));
+        let exact_users = users.iter().map(|user| p(text(user))).collect::<Vec<_>>().join(", ");
+        (
+            format!(" AND {} = {tenant_key} AND {} = {conversation_key}", binary("h.tenant"), binary("h.conversation")),
+            format!(" AND {tenant_key} = CAST({exact_tenant} AS BINARY) AND {user_key} IN ({exact_users})"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let wanted = p(Param::Int(wanted as i64));
     // A sender has read their own message, even when its touch (which moves
     // their cursor) never came.
     let read = if super::heads_name_last_sender() {
@@ -202,29 +228,28 @@ fn heads_statement(store: &Store, users: usize) -> String {
     } else {
         "COALESCE(r.read_seq, 0)"
     };
-    format!(
+    let statement = format!(
         "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn, \
                 large \
          FROM (\
-           SELECT {as_key} AS user_id, m.conversation AS conversation, \
+           SELECT {user_key} AS user_id, m.conversation AS conversation, \
                   CASE WHEN h.last_seq IS NULL THEN '' ELSE COALESCE(h.category, 'chat') END AS category, \
                   COALESCE(h.last_seq, 0) AS last_seq, COALESCE(h.last_ts, 0) AS last_ts, {as_text} AS preview, \
                   {read} AS read_seq, COALESCE(r.muted, 0) AS muted, \
                   COALESCE(r.pinned, 0) AS pinned, COALESCE(r.marked_unread, 0) AS marked_unread, \
-                  ROW_NUMBER() OVER (PARTITION BY m.user_id ORDER BY COALESCE(r.pinned, 0) DESC, \
-                    COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, m.conversation DESC) AS rn, \
+                  ROW_NUMBER() OVER (PARTITION BY {user_key} ORDER BY COALESCE(r.pinned, 0) DESC, \
+                    COALESCE(h.last_ts * 1000 + MOD(h.last_seq, 1000), -1) DESC, {conversation_order} DESC) AS rn, \
                   CASE WHEN g.conversation IS NULL THEN 0 ELSE 1 END AS large \
            FROM unread_memberships m \
            LEFT JOIN unread_conversation_heads h \
-             ON h.tenant = m.tenant AND h.conversation = m.conversation AND h.last_seq > 0 \
+             ON h.tenant = m.tenant AND h.conversation = m.conversation AND h.last_seq > 0{same_head} \
            LEFT JOIN unread_read_cursors r \
              ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
            LEFT JOIN unread_large_conversations g ON g.tenant = m.tenant AND g.conversation = m.conversation \
-           WHERE m.tenant = {tenant} AND m.user_id IN ({user_list})\
+           WHERE m.tenant = {tenant_at} AND m.user_id IN ({user_list}){same_member}\
          ) t WHERE rn <= {wanted}",
-        tenant = store.placeholder(1),
-        wanted = store.placeholder(users + 2),
-    )
+    );
+    (statement, params)
 }
 
 /// (kind 'r' | 'm', user, conversation, seq) of the users' member
