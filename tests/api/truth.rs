@@ -301,3 +301,92 @@ async fn a_touch_refused_for_its_category_writes_nothing() {
         store.drop_database().await;
     }
 }
+
+/// A message stored and touched at time `ts` (ms), in a chat conversation.
+async fn send_at(
+    app: &App,
+    store: &MessageStore,
+    conversation: &str,
+    seq: u64,
+    ts: u64,
+    sender: &str,
+    members: &[&str],
+) {
+    let touch = message("acme", conversation, seq, ts, sender, members);
+    store.store_message("acme", conversation, seq, ts, sender, &touch["preview"].to_string()).await;
+    let answer = app.touch(touch).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+}
+
+/// A user with states Redis no longer keeps (more conversations than the
+/// list and the kept ones hold) is caught up with a large conversation
+/// whose state was among them: its read cursor is the truth's, not 0.
+#[tokio::test]
+async fn a_large_conversation_redis_no_longer_kept_comes_back_with_its_cursor() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let variables = vec![("max_kept", "1".to_string()), ("large_group_threshold", "3".to_string())];
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
+        let app = App::with(setup).await;
+        conversation(&store, "g", "chat", &["a", "b", "c", "d"]).await;
+        conversation(&store, "h", "chat", &["a", "x"]).await;
+        conversation(&store, "i", "chat", &["a", "x"]).await;
+        send_at(&app, &store, "g", 1, 1_000, "b", &["a", "b", "c", "d"]).await; // large from here
+        assert_eq!(app.mark_read("acme", "a", "g", 1).await.body["unread"], 0);
+        // g leaves the list, then kept: Redis no longer has a's cursor there.
+        send_at(&app, &store, "h", 1, 2_000, "x", &["a", "x"]).await;
+        send_at(&app, &store, "i", 1, 3_000, "x", &["a", "x"]).await;
+        send_at(&app, &store, "g", 2, 4_000, "b", &["b"]).await;
+
+        let list = app.list("acme", "a", "").await.body;
+        let rows = list["conversations"].as_array().unwrap();
+        assert_eq!(crate::support::ids(rows), ["g"], "{kind:?}: {list}");
+        assert_eq!((&rows[0]["unread"], &list["badge"]["total"]), (&json!(1), &json!(1)), "{kind:?}: {list}");
+        assert_eq!(app.badge("acme", "a").await.body["total"], 1, "{kind:?}");
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["a"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A user with states Redis no longer keeps leaves a listed conversation:
+/// the newest conversation takes the place, as the truth has it, even when
+/// Redis dropped its state and kept older ones.
+#[tokio::test]
+async fn the_place_a_conversation_frees_goes_to_the_newest_even_beyond_what_redis_kept() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let variables = vec![("max_kept", "3".to_string())];
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
+        let app = App::with(setup).await;
+        for id in ["a", "b", "c", "e1", "e2"] {
+            conversation(&store, id, "chat", &["u", "x"]).await;
+        }
+        app.mark_read("acme", "u", "e1", 1).await; // before its first message
+        for (id, ts) in [("a", 1_000), ("b", 2_000), ("c", 3_000)] {
+            send_at(&app, &store, id, 1, ts, "x", &["u", "x"]).await;
+        }
+        // Writes to a and to the early e1, e2 keep them young: b, the newest
+        // one below the list, is the one Redis drops.
+        for (id, seq) in [("a", 1), ("e1", 2), ("e2", 1)] {
+            app.mark_read("acme", "u", id, seq).await;
+        }
+        for muted in [true, false] {
+            let answer = app.flag("acme", "u", "a", "mute", json!({"muted": muted})).await;
+            assert_eq!(answer.status, 200, "{kind:?}: {:?}", answer.body);
+        }
+        store.exec("DELETE FROM app_members WHERE tenant = 'acme' AND conversation = 'c' AND user_id = 'u'", &[]).await;
+        assert_eq!(app.leave("acme", "c", &["u"]).await.status, 200);
+
+        let list = app.list("acme", "u", "").await.body;
+        let rows = list["conversations"].as_array().unwrap();
+        assert_eq!(crate::support::ids(rows), ["b"], "{kind:?}: {list}");
+        assert_eq!((&rows[0]["unread"], &list["badge"]["total"]), (&json!(1), &json!(1)), "{kind:?}: {list}");
+
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -3,8 +3,8 @@
 -- touches of it (held back, replayed) change nothing until a join brings the
 -- member back, and the newest kept conversation takes the free place in
 -- the list. A user with no state at all gets nothing (no keys for an empty
--- operation). With a SQL store, members Redis has not loaded are named in
--- the reply instead: the caller rebuilds them from the truth (which no
+-- operation). With a SQL store, members Redis has not loaded (or whose
+-- list only the truth can fill again) are named in the reply instead: the caller rebuilds them from the truth (which no
 -- longer has them in the conversation), so that their badge is pushed too.
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
@@ -37,7 +37,12 @@ for _, m in ipairs(members) do
     set_flag(tombstone, 'x', true)
     keep(m, conv, tombstone, max_kept)
     if rebalance(m, max_conversations, max_kept) then moved = true end
-    if moved then publish(A.channel, m.user, conv, NOTHING, m) end
+    if unloaded(m, A.require_loaded) then
+      -- The truth fills the list (rebalance): the caller rebuilds the member.
+      unanswered[#unanswered + 1] = m.user
+    elseif moved then
+      publish(A.channel, m.user, conv, NOTHING, m)
+    end
     idle(m, A.idle_ttl)
   end
 end

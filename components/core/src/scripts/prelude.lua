@@ -613,6 +613,13 @@ local function trim(u, max_conversations, max_kept)
   return moved
 end
 
+-- With a SQL store (a script's argument `require_loaded`, set by
+-- take_logs), a user whose state Redis cannot complete (a member owed
+-- entries a log dropped, a partial user whose list needs a state Redis
+-- dropped) is rebuilt from the truth, which holds it; cache-only, the
+-- user takes what Redis still has.
+local rebuilds_from_truth = false
+
 -- After the list lost a conversation or a pin: the newest kept ones that
 -- have a message come back while there is room, or while they are newer
 -- than the oldest listed unpinned one, so that the list is always the
@@ -620,6 +627,13 @@ end
 -- badge moved.
 local function rebalance(u, max_conversations, max_kept)
   local moved = trim(u, max_conversations, max_kept)
+  if rebuilds_from_truth and redis.call('HGET', u.meta, 'partial') then
+    -- Redis dropped some of this user's states, maybe newer ones than any
+    -- it kept: the truth says what comes into the list (the caller answers
+    -- from it, and rebuilds the user).
+    redis.call('HDEL', u.meta, 'loaded')
+    return moved
+  end
   local candidates, kept = {}, redis.call('HGETALL', u.kept)
   for i = 1, #kept, 2 do
     local st = decode_state(kept[i + 1])
@@ -749,11 +763,6 @@ end
 -- The counter is the member `#` (COUNTER), scored by its value.
 local LOG_ENTRIES = 1024
 local TRIMMED, COUNTER = '~', '#'
-
--- With a SQL store (a script's argument `require_loaded`), a member owed
--- entries the log dropped is rebuilt from the truth, which holds them;
--- cache-only, the member takes what the log still has.
-local rebuilds_from_truth = false
 
 -- The log's counter: what moved it (messages and entries); nil when the
 -- conversation is not large.
@@ -1239,6 +1248,21 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end
   if owed_from_truth(u, log, applied) then return false, true end
+  if not st and rebuilds_from_truth and redis.call('HGET', u.meta, 'partial') then
+    -- Redis dropped some of this user's states: this one may have been
+    -- among them, with a cursor only the truth knows. Coming into the list,
+    -- the truth answers (and rebuilds the user); below it, the state stays
+    -- where the truth keeps it, and the record moves past what came.
+    local oldest, oldest_score = oldest_unpinned(u)
+    local score = tonumber(head.score)
+    if redis.call('ZCARD', u.list) < max_conversations or (oldest and (score > oldest_score
+      or (score == oldest_score and conv > oldest))) then
+      redis.call('HDEL', u.meta, 'loaded')
+      return false, true
+    end
+    join_large(u, conv, log.counter)
+    return false
+  end
   local msg = {role = '', recalled = {}, all = {}}
   if head then
     msg.seq, msg.score, msg.category = head.seq, head.score, head.category

@@ -32,6 +32,8 @@ if has_flag(st, flag) ~= on then
     local now = save(U, conv, before, st)
     -- A new pin may push the oldest out; a pin let go may let a newer one in.
     local moved = flag == 'p' and rebalance(U, tonumber(A.max_conversations), tonumber(A.max_kept))
+    -- The truth fills the list (rebalance): it answers, and the user is rebuilt.
+    if unloaded(U, A.require_loaded) then return {'miss', version(U)} end
     if differs(before, now) or moved then publish(A.channel, A.user, conv, counted(find(U, conv)), U) end
   end
 end
