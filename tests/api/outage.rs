@@ -168,3 +168,75 @@ async fn writes_go_only_to_member_conversations_and_pins_stay_capped() {
         store.drop_database().await;
     }
 }
+
+/// More users than one batch of stale marks wrote while Redis was away
+/// (here, as SQL alone holds them: cursors written there, marks beside
+/// them); the next connection applies every mark, so none of them is
+/// answered from what Redis held before.
+#[tokio::test]
+async fn every_stale_mark_is_applied_however_many_there_are() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        let readers: Vec<String> = (0..250).map(|i| format!("r{i:03}")).collect();
+        let mut members: Vec<&str> = readers.iter().map(String::as_str).collect();
+        members.push("u1");
+        let owned: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+        store.create_conversation("acme", "c1", "chat", &owned).await;
+        for seq in 1..=3 {
+            send(&app, &store, "c1", seq, &members).await;
+        }
+        let before = app.badges("acme", &members[..250]).await.body;
+        assert!(before["badges"].as_array().unwrap().iter().all(|b| b["total"] == 3), "{kind:?}: {before}");
+        for (i, reader) in readers.iter().enumerate() {
+            store
+                .exec(
+                    "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, muted, pinned, \
+                     marked_unread, updated_at) VALUES ('acme', ?, 'c1', 3, 0, 0, 0, 1)",
+                    &[crate::store::s(reader)],
+                )
+                .await;
+            store
+                .exec(
+                    "INSERT INTO unread_stale_users (tenant, user_id, since) VALUES ('acme', ?, ?)",
+                    &[crate::store::s(reader), crate::store::P::I(1_000 + i as i64)],
+                )
+                .await;
+        }
+        // Instances idle for a second are retired: the next one connects anew.
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        let after = app.badges("acme", &members[..250]).await.body;
+        let badges = after["badges"].as_array().unwrap();
+        let behind: Vec<&serde_json::Value> = badges.iter().filter(|b| b["total"] != 0).map(|b| &b["user"]).collect();
+        assert_eq!(badges.len(), 250, "{kind:?}");
+        assert!(behind.is_empty(), "{kind:?}: answered from before their writes: {behind:?}");
+        let left = store.rows("SELECT COUNT(*) FROM unread_stale_users", &[]).await;
+        assert_eq!(left, vec![vec!["0".to_string()]], "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A mark-read answered from SQL while Redis is away says the cursor SQL
+/// took: never more than 10 000 past the last message, as Redis answers.
+#[tokio::test]
+async fn a_read_cursor_answered_from_sql_is_the_one_it_keeps() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        for seq in 1..=5 {
+            send(&app, &store, "c1", seq, &["u1", "u2"]).await;
+        }
+        app.redis.pause();
+        let read = app.mark_read("acme", "u2", "c1", 1_000_000).await;
+        assert_eq!((read.status, &read.body["degraded"]), (200, &json!(true)), "{kind:?}: {:?}", read.body);
+        assert_eq!((&read.body["read_seq"], &read.body["unread"]), (&json!(10_005), &json!(0)), "{kind:?}");
+        app.redis.resume();
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        let row = app.row("acme", "u2", "c1").await.unwrap();
+        assert_eq!(row["read_seq"], 10_005, "{kind:?}: {row}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -390,3 +390,33 @@ async fn the_place_a_conversation_frees_goes_to_the_newest_even_beyond_what_redi
         store.drop_database().await;
     }
 }
+
+/// A row of the app's views unread cannot read (here a negative time) is
+/// left out of the truth, and its user is taken as one the truth cannot
+/// give whole: a rewrite from it does not make that conversation's next
+/// message count from a read cursor of 0 (the message goes to the truth,
+/// whose row it made readable again).
+#[tokio::test]
+async fn a_conversation_the_views_cannot_give_is_never_counted_from_zero() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        conversation(&store, "c2", "chat", &["u1", "u2"]).await;
+        send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
+        for seq in 1..=40 {
+            send(&app, &store, "c2", seq, "u1", &["u1", "u2"]).await;
+        }
+        app.mark_read("acme", "u2", "c2", 40).await;
+        store.exec("UPDATE app_conversations SET last_ts = -5 WHERE conversation = 'c2'", &[]).await;
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await;
+        assert_eq!(report.status, 200, "{kind:?}: {:?}", report.body);
+        send(&app, &store, "c2", 41, "u1", &["u1", "u2"]).await;
+        // The message made the row readable again (the app's head moved on).
+        let row = app.row("acme", "u2", "c2").await.expect("c2 listed");
+        assert_eq!((&row["unread"], &row["read_seq"]), (&json!(1), &json!(40)), "{kind:?}: {row}");
+        assert_eq!(app.badge("acme", "u2").await.body["total"], 2, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -21,7 +21,7 @@
 //!   again from another. All within the script's deadline: past it, the
 //!   call is unavailable (503), never a guess.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -42,6 +42,11 @@ thread_local! {
     /// The slot map this instance uses; none until first needed, or after a
     /// failure that makes it suspect.
     static MAP: RefCell<Option<Rc<SlotMap>>> = const { RefCell::new(None) };
+    /// How often a failure dropped the map: a map read after one needs the
+    /// instance opened again (see [`unopened`]).
+    static DROPS: Cell<u64> = const { Cell::new(0) };
+    /// `DROPS` when the instance was last opened; none before.
+    static OPENED_AT: Cell<Option<u64>> = const { Cell::new(None) };
     /// One connection per node, by `host:port`.
     static NODES: RefCell<HashMap<String, Rc<Connection>>> = RefCell::new(HashMap::new());
 }
@@ -550,7 +555,11 @@ impl Sent {
         match self {
             Sent::Script(lua, replicas) => {
                 let values = eval(connection, lua, params, asking).await?;
-                wait_for_replicas(connection, node, replicas).await?;
+                // The script ran: whatever fails now must not send it again
+                // (its second run would answer as a replay).
+                wait_for_replicas(connection, node, replicas)
+                    .await
+                    .map_err(|error| RedisError::Other(format!("{AFTER_THE_SCRIPT}{error}")))?;
                 Ok(values)
             }
             Sent::Command(command) => {
@@ -606,7 +615,7 @@ async fn run_part(sent: Sent, part: &Part, until: Instant) -> Result<Vec<RedisRe
                 },
                 Err(Failure::Down(reason)) => {
                     last_error = reason;
-                    MAP.with_borrow_mut(|map| *map = None);
+                    drop_map();
                     spin_sdk::time::sleep(RETRY_WAIT).await;
                 }
             }
@@ -615,6 +624,11 @@ async fn run_part(sent: Sent, part: &Part, until: Instant) -> Result<Vec<RedisRe
     })
     .await
 }
+
+/// How the error of a part begins when its script ran and what followed it
+/// (the wait for replicas) failed: the part fails, unavailable, and is not
+/// sent again.
+const AFTER_THE_SCRIPT: &str = "after the script ran: ";
 
 /// Why a part did not run on a node.
 enum Failure {
@@ -630,6 +644,12 @@ async fn on_node(node: &str, sent: Sent, params: &[RedisParameter]) -> Result<Ve
     let connection = connection(node).await.map_err(|e| Failure::Down(e.to_string()))?;
     match sent.send(&connection, node, params, false).await {
         Ok(values) => Ok(values),
+        Err(RedisError::Other(text)) if text.starts_with(AFTER_THE_SCRIPT) => {
+            if is_connection_error(&text) {
+                forget(node);
+            }
+            Err(Failure::Script(text))
+        }
         Err(RedisError::Other(text)) if redirect(&text).is_some() || !is_connection_error(&text) => {
             Err(Failure::Script(text))
         }
@@ -657,11 +677,25 @@ fn is_connection_error(text: &str) -> bool {
     ["broken pipe", "connection", "io error", "timed out", "eof", "reset", "refused"].iter().any(|w| lower.contains(w))
 }
 
-/// Whether the instance has no slot map: it has not used the cluster yet,
-/// or a failure dropped the map (what a new connection is to standalone
-/// Redis).
+/// Whether the instance is not open: it has not used the cluster yet, or a
+/// failure dropped the map since it was opened (what a new connection is to
+/// standalone Redis). A map alone does not open it: a call that comes while
+/// another opens it (the map read, the stale marks not yet applied) opens
+/// it too, rather than answer from what the marks would have dropped.
 pub fn unopened() -> bool {
-    MAP.with_borrow(Option::is_none)
+    MAP.with_borrow(Option::is_none) || OPENED_AT.get() != Some(DROPS.get())
+}
+
+/// What an opening started now passes to [`opened`].
+pub fn opening() -> u64 {
+    DROPS.get()
+}
+
+/// The instance is open, unless a failure dropped the map since `opening`.
+pub fn opened(opening: u64) {
+    if DROPS.get() == opening {
+        OPENED_AT.set(Some(opening));
+    }
 }
 
 /// The instance's slot map, read if it has none.
@@ -740,7 +774,14 @@ fn forget(node: &str) {
 /// deadline, what any of them holds is unknown.
 fn forget_all() {
     NODES.with_borrow_mut(HashMap::clear);
+    drop_map();
+}
+
+/// Drops the map after a failure: the next call reads it again and opens
+/// the instance again (what a new connection is to standalone Redis).
+fn drop_map() {
     MAP.with_borrow_mut(|m| *m = None);
+    DROPS.set(DROPS.get() + 1);
 }
 
 async fn seed_url() -> Result<String, Error> {

@@ -122,8 +122,9 @@ pub async fn page(
     Ok(Page { conversations, next_cursor, badge })
 }
 
-/// A mark-read's answer, from SQL (the cursor is already written there; the
-/// conversation may have no stored message yet, so `seq` bounds it below).
+/// A mark-read's answer, from SQL (the cursor is already written there, as
+/// far as it may go: the truth's cursor is the answer; `seq` only for a
+/// conversation beyond the rows the truth reads).
 pub async fn read_state(
     url: &str,
     who: &Principal,
@@ -136,7 +137,7 @@ pub async fn read_state(
     let counted = row.map(|r| r.counts().counted()).unwrap_or_default();
     Ok(ReadState {
         conversation: conversation.to_string(),
-        read_seq: row.map_or(seq, |r| r.read_seq.max(seq)),
+        read_seq: row.map_or(seq, |r| r.read_seq),
         unread: counted.unread,
         mentions: counted.mentions,
         badge: badge(&rows, source),

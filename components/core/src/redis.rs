@@ -80,15 +80,15 @@ pub async fn is_cluster() -> Result<bool, Error> {
 /// On Redis Cluster, an instance that has no slot map yet (or lost it to a
 /// failure) reads one, then does what [`open`] does for a new connection.
 async fn open_cluster() -> Result<(), Error> {
+    let opening = cluster::opening();
     cluster::map().await?;
     match sql::configured().await {
-        Ok(Some(url)) => forget_stale(&url, async |forget| cluster::run(forget).await.map(drop)).await,
-        Ok(None) => {
-            dataset::saw(cluster::run(&dataset::check()).await?);
-            Ok(())
-        }
-        Err(_) => Ok(()),
+        Ok(Some(url)) => forget_stale(&url, async |forget| cluster::run(forget).await.map(drop)).await?,
+        Ok(None) => dataset::saw(cluster::run(&dataset::check()).await?),
+        Err(_) => {}
     }
+    cluster::opened(opening);
+    Ok(())
 }
 
 /// The users of `tenant` that have state in Redis, a batch after `cursor`
@@ -306,17 +306,24 @@ async fn connect() -> Result<Connection, RedisError> {
     Connection::open(&address).await
 }
 
-/// Applies the stale marks the SQL store holds, a batch at a time, with
-/// `forget` (on the connection being opened, or on the cluster). A SQL
-/// store that cannot answer now leaves them for the next connection.
-async fn forget_stale<E>(url: &str, forget: impl AsyncFnOnce(&ForgetLoaded<'_>) -> Result<(), E>) -> Result<(), E> {
-    let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
-    if stale.is_empty() {
-        return Ok(());
+/// Applies every stale mark the SQL store holds, a batch at a time, with
+/// `forget` (on the connection being opened, or on the cluster): a user
+/// left out would be answered from what Redis held before its writes. A
+/// SQL store that cannot answer now leaves them for the next connection.
+async fn forget_stale<E>(url: &str, forget: impl AsyncFn(&ForgetLoaded<'_>) -> Result<(), E>) -> Result<(), E> {
+    let mut last_batch = Vec::new();
+    loop {
+        let Ok(stale) = sql::stale_users(url).await else { return Ok(()) };
+        // The same batch again: its marks could not be removed.
+        if stale.is_empty() || stale == last_batch {
+            return Ok(());
+        }
+        let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
+        forget(&ForgetLoaded { users: &users }).await?;
+        // Marks renewed meanwhile stay (and come in a later batch).
+        if sql::forget_stale(url, &stale).await.is_err() || stale.len() < sql::STALE_BATCH {
+            return Ok(());
+        }
+        last_batch = stale;
     }
-    let users: Vec<(String, String)> = stale.iter().map(|s| (s.tenant.clone(), s.user.clone())).collect();
-    forget(&ForgetLoaded { users: &users }).await?;
-    // Marks written meanwhile stay for the next connection.
-    let _ = sql::forget_stale(url, &stale).await;
-    Ok(())
 }

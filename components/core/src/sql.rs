@@ -121,6 +121,7 @@ pub async fn forget_members(url: &str, tenant: &str, conversation: &str, users: 
 }
 
 /// A user whose write reached the SQL store while Redis was unreachable.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Stale {
     pub tenant: String,
     pub user: String,
@@ -135,13 +136,19 @@ pub async fn mark_stale(url: &str, tenant: &str, user: &str) -> Result<(), Error
     execute(url, |store| insert_new(store, "unread_stale_users (tenant, user_id, since)", 3, 1), params).await
 }
 
-/// Users marked stale, oldest first, a batch at a time.
+/// How many stale marks [`stale_users`] reads at a time.
+pub const STALE_BATCH: usize = 100;
+
+/// Users marked stale, oldest first, [`STALE_BATCH`] at a time.
 pub async fn stale_users(url: &str) -> Result<Vec<Stale>, Error> {
     let statement = |store: &Store| match store {
-        Store::Mysql(_) => "SELECT CAST(tenant AS CHAR), CAST(user_id AS CHAR), since FROM unread_stale_users \
-             ORDER BY since LIMIT 100"
-            .to_string(),
-        Store::Postgres(_) => "SELECT tenant, user_id, since FROM unread_stale_users ORDER BY since LIMIT 100".into(),
+        Store::Mysql(_) => format!(
+            "SELECT CAST(tenant AS CHAR), CAST(user_id AS CHAR), since FROM unread_stale_users \
+             ORDER BY since LIMIT {STALE_BATCH}"
+        ),
+        Store::Postgres(_) => {
+            format!("SELECT tenant, user_id, since FROM unread_stale_users ORDER BY since LIMIT {STALE_BATCH}")
+        }
     };
     let rows = query(url, statement, Vec::new()).await?;
     rows.into_iter()

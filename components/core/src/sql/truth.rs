@@ -122,22 +122,35 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
             other => other,
         })?;
     let mut per_user: HashMap<String, u64> = HashMap::new();
+    // Users the truth cannot give whole: Redis must not drop, nor build
+    // afresh, a conversation of theirs the truth did not give.
+    let mut partial: HashSet<String> = HashSet::new();
     let mut rows: Vec<TruthRow> = rows
         .into_iter()
-        .filter_map(|row| match truth_row(row) {
-            Ok((row, rank)) => {
-                *per_user.entry(row.user.clone()).or_default() += 1;
-                let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
-                Some(TruthRow { listed, ..row })
-            }
-            // One bad row of the app's views must not stop every answer of its user.
-            Err(problem) => {
-                eprintln!("unread: warning: skipped a row of tenant={tenant}'s views: {problem}");
-                None
+        .filter_map(|row| {
+            let user = match row.first() {
+                Some(Value::Text(user)) => Some(user.clone()),
+                _ => None,
+            };
+            match truth_row(row) {
+                Ok((row, rank)) => {
+                    *per_user.entry(row.user.clone()).or_default() += 1;
+                    let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
+                    Some(TruthRow { listed, ..row })
+                }
+                // One bad row of the app's views must not stop every answer of its user.
+                Err(problem) => {
+                    eprintln!("unread: warning: skipped a row of tenant={tenant}'s views: {problem}");
+                    match user {
+                        Some(user) => partial.extend([user]),
+                        None => partial.extend(users.iter().cloned()),
+                    }
+                    None
+                }
             }
         })
         .collect();
-    let partial = per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user).collect();
+    partial.extend(per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user));
     let marks = marks(url, tenant, users).await?;
     for row in &mut rows {
         let key = (row.user.clone(), row.conversation.clone());
