@@ -415,3 +415,47 @@ async fn numbers_stay_right_through_a_reshard_and_a_failover() {
         assert_eq!(app.badge("acme", user).await.body["total"].as_u64(), Some(sent), "{user}");
     }
 }
+
+/// A walk over every primary (a category clear of all users) while a
+/// primary and its replica are down, on a cluster that goes on serving
+/// the other slots (`cluster-require-full-coverage no`), is a 503: it does
+/// not pass over that primary's users and say it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_walk_while_a_primary_is_down_is_unavailable_not_done() {
+    let app = App::with(Setup { cluster: true, ..Setup::default() }).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let members: Vec<String> = (0..12).map(|i| format!("u{i}")).collect();
+    let named: Vec<&str> = members.iter().map(String::as_str).collect();
+    assert_eq!(app.touch(message("acme", "c1", 1, 1_001, "u0", &named)).await.status, 200);
+    for node in &cluster.nodes {
+        let _: () = node.command(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
+    }
+    let seed_port = cluster.nodes[0].port;
+    let down = cluster.primaries().into_iter().find(|p| p.port != seed_port).expect("another primary").clone();
+    let replica = cluster.replica_of(&down).clone();
+    down.kill();
+    replica.kill();
+    let failed = |port: u16| {
+        let nodes: String = cluster.nodes[0].command(&["CLUSTER", "NODES"]);
+        nodes.lines().any(|l| l.contains(&format!("127.0.0.1:{port}@")) && l.contains("fail") && !l.contains("fail?"))
+    };
+    for _ in 0..400 {
+        if failed(down.port) && failed(replica.port) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(failed(down.port), "the cluster never marked the primary failed");
+
+    let mut cursor = Value::Null;
+    let answer = loop {
+        let body = json!({"tenant": "acme", "category": "chat", "all_users": true, "cursor": cursor});
+        let answer = app.service("/v1/admin/clear-category", body).await;
+        if answer.status != 200 {
+            break answer;
+        }
+        cursor = answer.body["next_cursor"].clone();
+        assert!(!cursor.is_null(), "the walk said it was done without a primary's users: {:?}", answer.body);
+    };
+    assert_eq!((answer.status, &answer.body["error"]["code"]), (503, &json!("unavailable")), "{:?}", answer.body);
+}

@@ -457,6 +457,11 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     let mut call = crate::script::Call::default();
     script.encode(&mut call);
     let map = map().await?;
+    // A failed primary is not in the map: a walk without its keys would
+    // say it is done.
+    if !map.serves_every_slot() {
+        return Err(Error::Unavailable("redis: a walk needs every slot served, and one is not".into()));
+    }
     let Some(node) = map.primaries.get(index).cloned() else {
         return Err(Error::Invalid("cursor is not one this service issued".into()));
     };
