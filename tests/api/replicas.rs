@@ -253,3 +253,34 @@ async fn with_a_sql_store_a_write_no_replica_held_is_answered_from_the_truth() {
     drop(app);
     store.drop_database().await;
 }
+
+/// A large conversation's message whose first try was a 503 after its
+/// head took it (the head's node's replica paused, so the clock never
+/// moved), sent again once the replica is back: its event goes out then,
+/// once, as one Redis publishes it in the step that takes the message; a
+/// plain replay after that publishes nothing.
+#[tokio::test]
+async fn on_a_cluster_a_large_message_sent_again_after_a_503_is_announced_once() {
+    let variables = vec![("redis_wait_replicas", "1".into()), ("large_group_threshold", "3".into())];
+    let app = App::with(Setup { cluster: true, variables, ..Setup::default() }).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let members = ["u1", "u2", "u3", "u4", "u5"];
+    assert_eq!(app.touch(message("acme", "big", 1, 1_000, "u1", &members)).await.status, 200);
+    let head = cluster.primary_of("{acme:big}").clone();
+    let replica = cluster.replica_of(&head).clone();
+    let mut events = crate::support::Events::subscribe(&app, "acme");
+    let announced = |events: &[serde_json::Value]| {
+        events.iter().filter(|e| e["conversation"] == "big" && e["large"] == true && e["seq"] == 2).count()
+    };
+
+    replica.pause();
+    assert_unavailable(&app.touch(message("acme", "big", 2, 2_000, "u1", &["u1"])).await, "the head's replica paused");
+    replica.resume();
+    assert_eq!(announced(&events.take()), 0, "announced before its clock moved");
+    let again = app.touch(message("acme", "big", 2, 2_000, "u1", &["u1"])).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(announced(&events.take()), 1);
+    assert_eq!(app.touch(message("acme", "big", 2, 2_000, "u1", &["u1"])).await.status, 200);
+    assert_eq!(announced(&events.take()), 0, "a replay announced it again");
+    assert_eq!(app.badge("acme", "u3").await.body["total"], 2);
+}

@@ -243,7 +243,8 @@ impl Guest for Core {
                 conversation: conversation.clone(),
                 counter: Some(counter),
                 fresh: false,
-                announce: recalled.logged.then_some(seq),
+                announce: Some(seq),
+                logged: recalled.logged,
             })
             .into_iter()
             .collect();
@@ -332,7 +333,13 @@ impl Guest for Core {
         }
         let removed = leave(&store, &tenant, &conversation, &users).await?;
         redis::run(&scripts::ForgetHead { tenant: &tenant, conversation: &conversation }).await?;
-        let gone = ClockMove { conversation: conversation.clone(), counter: None, fresh: false, announce: None };
+        let gone = ClockMove {
+            conversation: conversation.clone(),
+            counter: None,
+            fresh: false,
+            announce: None,
+            logged: false,
+        };
         MoveClocks::after(&tenant, &[gone]).await?;
         Ok(removed)
     }
@@ -592,7 +599,8 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
             conversation: touch.conversation.to_string(),
             counter: Some(counter),
             fresh,
-            announce: logged.then_some(touch.seq),
+            announce: Some(touch.seq),
+            logged,
         })
         .into_iter()
         .collect();

@@ -16,8 +16,13 @@ pub struct ClockMove {
     /// The log is new (its counter started over).
     pub fresh: bool,
     /// The seq of the message or recall to publish the conversation's event
-    /// for, once its clock moved.
+    /// for, after its clock: when this call logged it (`logged`), or else
+    /// when the clock was behind its log (the call's first try logged it
+    /// and failed before the clock moved; a replay finds the clock there
+    /// and announces nothing).
     pub announce: Option<u64>,
+    /// This call logged the message or recall it announces.
+    pub logged: bool,
 }
 
 /// Moves the clocks of `tenant`'s large conversations to their logs.
@@ -54,6 +59,7 @@ impl Script for MoveClocks<'_> {
             item.arg("counter", moved.counter.map(|n| n.to_string()).unwrap_or_default());
             item.arg("fresh", moved.fresh);
             item.arg("announce", moved.announce.map(|n| n.to_string()).unwrap_or_default());
+            item.arg("logged", moved.logged);
         });
     }
 

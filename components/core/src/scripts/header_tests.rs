@@ -214,8 +214,8 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         encoded(&MoveClocks {
             tenant: "t",
             moves: &[
-                ClockMove { conversation: "c".into(), counter: Some(4), fresh: false, announce: Some(9) },
-                ClockMove { conversation: "d".into(), counter: None, fresh: false, announce: None },
+                ClockMove { conversation: "c".into(), counter: Some(4), fresh: false, announce: Some(9), logged: true },
+                ClockMove { conversation: "d".into(), counter: None, fresh: false, announce: None, logged: false },
             ],
         }),
         encoded(&GroupLogs {

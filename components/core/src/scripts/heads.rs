@@ -45,6 +45,7 @@ impl Script for Heads<'_> {
                     counter: Some(reply.number()?),
                     fresh: reply.flag()?,
                     announce: None,
+                    logged: false,
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
