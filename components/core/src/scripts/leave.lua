@@ -4,8 +4,9 @@
 -- member back, and the newest kept conversation takes the free place in
 -- the list. A user with no state at all gets nothing (no keys for an empty
 -- operation). With a SQL store, members Redis has not loaded (or whose
--- list only the truth can fill again) are named in the reply instead: the caller rebuilds them from the truth (which no
--- longer has them in the conversation), so that their badge is pushed too.
+-- list only the truth can fill again) are named in the reply instead: the
+-- caller rebuilds them from the truth (which no longer has them in the
+-- conversation), so that their badge is pushed too.
 -- Reply: {removed (members that had it), n, n users}.
 local _, A, members = declare {
   args = {'conversation', 'max_conversations', 'max_kept', 'idle_ttl', 'require_loaded', 'channel', 'logs',
