@@ -217,24 +217,26 @@ async fn the_last_sender_never_counts_their_own_message() {
 /// unread's ids are exact bytes, whatever collation the app's views compare
 /// with (MySQL's default ignores case): from the documented schema, a user's
 /// answers rebuilt from SQL hold neither the conversations of a user whose id
-/// differs only in case nor those of such a tenant, and conversations of the
-/// same moment are cut from a full list as Redis cuts them (by id, byte by
-/// byte), so the two stores answer alike.
+/// differs only in case nor those of such a tenant, a message by such a user
+/// is not the reader's own, and conversations of the same moment are cut
+/// from a full list as Redis cuts them (by id, byte by byte), so the two
+/// stores answer alike.
 #[tokio::test]
 async fn ids_that_differ_only_in_case_stay_apart_in_the_truth() {
     for kind in KINDS {
         let store = MessageStore::create_with(kind, &documented_schema(kind)).await;
         let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, ..Setup::default() };
         let app = App::with(setup).await;
-        // (tenant, conversation, members, messages), every message by u1 at the same moment.
-        let conversations: [(&str, &str, [&str; 2], u64); 5] = [
-            ("acme", "c1", ["u1", "bob"], 1),
-            ("acme", "c2", ["u1", "Bob"], 2),
-            ("ACME", "c3", ["u1", "bob"], 3),
-            ("acme", "a", ["u1", "u9"], 1),
-            ("acme", "B", ["u1", "u9"], 1),
+        // (tenant, conversation, members, sender, messages), every message at the same moment.
+        let conversations: [(&str, &str, [&str; 2], &str, u64); 6] = [
+            ("acme", "c1", ["u1", "bob"], "u1", 1),
+            ("acme", "c2", ["u1", "Bob"], "u1", 2),
+            ("ACME", "c3", ["u1", "bob"], "u1", 3),
+            ("acme", "c4", ["u1", "carol"], "Carol", 1), // not carol's own message
+            ("acme", "a", ["u1", "u9"], "u1", 1),
+            ("acme", "B", ["u1", "u9"], "u1", 1),
         ];
-        for (tenant, id, members, messages) in conversations {
+        for (tenant, id, members, sender, messages) in conversations {
             let params = [s(tenant), s(id)];
             store.exec("INSERT INTO app_conversations (tenant, conversation) VALUES (?, ?)", &params).await;
             for member in members {
@@ -242,26 +244,27 @@ async fn ids_that_differ_only_in_case_stay_apart_in_the_truth() {
                 store.exec("INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)", &params).await;
             }
             for seq in 1..=messages {
-                let touch = crate::support::message(tenant, id, seq, DAY + 123, "u1", &members);
+                let touch = crate::support::message(tenant, id, seq, DAY + 123, sender, &members);
                 let (at, body) = (format!("2025-11-30 00:00:00.123{}", beyond_ms(kind)), touch["preview"].to_string());
                 let insert = match kind {
                     Kind::Postgres => {
                         "INSERT INTO app_messages (tenant, conversation, seq, sender, sent_at, body) \
-                         VALUES (?, ?, ?, 'u1', CAST(CAST(? AS TEXT) AS TIMESTAMPTZ), CAST(CAST(? AS TEXT) AS JSONB))"
+                         VALUES (?, ?, ?, ?, CAST(CAST(? AS TEXT) AS TIMESTAMPTZ), CAST(CAST(? AS TEXT) AS JSONB))"
                     }
                     Kind::MariaDb => {
                         "INSERT INTO app_messages (tenant, conversation, seq, sender, sent_at, body) \
-                         VALUES (?, ?, ?, 'u1', ?, ?)"
+                         VALUES (?, ?, ?, ?, ?, ?)"
                     }
                 };
-                store.exec(insert, &[s(tenant), s(id), P::I(seq as i64), s(&at), s(&body)]).await;
+                store.exec(insert, &[s(tenant), s(id), P::I(seq as i64), s(sender), s(&at), s(&body)]).await;
                 let update = "UPDATE app_conversations SET last_seq = ? WHERE tenant = ? AND conversation = ?";
                 store.exec(update, &[P::I(seq as i64), s(tenant), s(id)]).await;
                 let answer = app.touch(touch).await;
                 assert_eq!(answer.status, 200, "{kind:?}: {:?}", answer.body);
             }
         }
-        let readers = [("acme", "bob", "c1", 1), ("acme", "Bob", "c2", 2), ("ACME", "bob", "c3", 3)];
+        let readers =
+            [("acme", "bob", "c1", 1), ("acme", "Bob", "c2", 2), ("ACME", "bob", "c3", 3), ("acme", "carol", "c4", 1)];
         let mut from_redis = Vec::new();
         for (tenant, user, only, unread) in readers {
             let list = app.list(tenant, user, "").await.body;
@@ -276,12 +279,12 @@ async fn ids_that_differ_only_in_case_stay_apart_in_the_truth() {
         assert_eq!(tied["conversations"].as_array().map(Vec::len), Some(1), "{kind:?}: {tied}");
         from_redis.push(tied);
 
-        for (tenant, users) in [("acme", json!(["bob", "Bob", "u9"])), ("ACME", json!(["bob"]))] {
+        for (tenant, users) in [("acme", json!(["bob", "Bob", "carol", "u9"])), ("ACME", json!(["bob"]))] {
             let report = app.reconcile(json!({"tenant": tenant, "users": users})).await.body;
             assert_eq!(report["drifted"], 0, "{kind:?} {tenant}: {report}");
         }
         app.redis.flush_all();
-        let users = [("acme", "bob"), ("acme", "Bob"), ("ACME", "bob"), ("acme", "u9")];
+        let users = [("acme", "bob"), ("acme", "Bob"), ("ACME", "bob"), ("acme", "carol"), ("acme", "u9")];
         for ((tenant, user), redis) in users.into_iter().zip(&from_redis) {
             let from_sql = app.list(tenant, user, "").await.body;
             assert_eq!(from_sql["source"], "sql", "{kind:?}");

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Param, Store, Value, as_key, malformed, query, query_built, text};
+use super::{Param, Store, Value, as_key, exactly, malformed, query, query_built, text};
 use crate::Error;
 use crate::config::Limits;
 use crate::state::{self, Counts};
@@ -218,16 +218,17 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -
         Store::Mysql(_) => ("CAST(h.preview AS CHAR)", true),
         Store::Postgres(_) => ("h.preview::text", false),
     };
-    let binary = |column: &str| as_key(store, column);
-    let (user_key, tenant_key, conversation_key) = (binary("m.user_id"), binary("m.tenant"), binary("m.conversation"));
+    let (user_key, tenant_key, conversation_key) =
+        (as_key(store, "m.user_id"), as_key(store, "m.tenant"), as_key(store, "m.conversation"));
     // Tie order by bytes: binary values on MySQL, the C collation on PostgreSQL.
     let conversation_order = if exact { conversation_key.clone() } else { "m.conversation::text COLLATE \"C\"".into() };
     let (same_head, same_member) = if exact {
-        let exact_tenant = p(text(tenant));
+        let same_tenant = exactly(store, &mut p, [("m.tenant", &text(tenant))]);
         let exact_users = users.iter().map(|user| p(text(user))).collect::<Vec<_>>().join(", ");
+        let (head_tenant, head_conversation) = (as_key(store, "h.tenant"), as_key(store, "h.conversation"));
         (
-            format!(" AND {} = {tenant_key} AND {} = {conversation_key}", binary("h.tenant"), binary("h.conversation")),
-            format!(" AND {tenant_key} = CAST({exact_tenant} AS BINARY) AND {user_key} IN ({exact_users})"),
+            format!(" AND {head_tenant} = {tenant_key} AND {head_conversation} = {conversation_key}"),
+            format!("{same_tenant} AND {user_key} IN ({exact_users})"),
         )
     } else {
         (String::new(), String::new())
@@ -236,10 +237,13 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -
     // A sender has read their own message, even when its touch (which moves
     // their cursor) never came.
     let read = if super::heads_name_last_sender() {
-        "CASE WHEN h.last_sender = m.user_id THEN GREATEST(COALESCE(r.read_seq, 0), h.last_seq) \
-              ELSE COALESCE(r.read_seq, 0) END"
+        format!(
+            "CASE WHEN {} = {user_key} THEN GREATEST(COALESCE(r.read_seq, 0), h.last_seq) \
+              ELSE COALESCE(r.read_seq, 0) END",
+            as_key(store, "h.last_sender")
+        )
     } else {
-        "COALESCE(r.read_seq, 0)"
+        "COALESCE(r.read_seq, 0)".to_string()
     };
     let statement = format!(
         "SELECT user_id, conversation, category, last_seq, last_ts, preview, read_seq, muted, pinned, marked_unread, rn, \
