@@ -375,7 +375,8 @@ impl RedisCluster {
     }
 
     /// Waits until every node says the cluster is ok, knows all six nodes,
-    /// and every replica's link to its primary is up.
+    /// every replica's link to its primary is up, and every primary counts
+    /// its replica online.
     pub fn wait_until_settled(&self) {
         for _ in 0..600 {
             let settled = self.nodes.iter().all(|node| {
@@ -387,7 +388,10 @@ impl RedisCluster {
                 info.contains("cluster_state:ok")
                     && nodes.lines().filter(|l| !l.contains("fail")).count() == 6
                     && !nodes.contains("handshake")
-                    && (replication.contains("role:master") || replication.contains("master_link_status:up"))
+                    // A primary counts its replica online (what a write that
+                    // waits for replicas waits for), a replica its link up.
+                    && ((replication.contains("role:master") && replication.contains("state=online"))
+                        || replication.contains("master_link_status:up"))
             });
             if settled {
                 return;
