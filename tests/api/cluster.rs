@@ -459,3 +459,50 @@ async fn a_walk_while_a_primary_is_down_is_unavailable_not_done() {
     };
     assert_eq!((answer.status, &answer.body["error"]["code"]), (503, &json!("unavailable")), "{:?}", answer.body);
 }
+
+/// A walk over every primary (a category clear of all users) while slots
+/// move between its pages, from a primary it has not walked yet to one it
+/// has: it starts again rather than pass over the users that moved, and
+/// every user ends cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_walk_while_slots_move_passes_over_no_user() {
+    let app = cluster_app().await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let users = members(600);
+    for (at, group) in users.chunks(75).enumerate() {
+        let mut named: Vec<&str> = group.iter().map(String::as_str).collect();
+        named.push("s");
+        let answer = app.touch(message("acme", &format!("g{at}"), 1, 1_000, "s", &named)).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+    }
+    // The walk's order: the primaries by address.
+    let mut primaries = cluster.primaries();
+    primaries.sort_by_key(|node| format!("127.0.0.1:{}", node.port));
+
+    let mut cursor = Value::Null;
+    let mut moved = false;
+    let mut calls = 0;
+    loop {
+        let body = json!({"tenant": "acme", "category": "chat", "all_users": true, "cursor": cursor});
+        let answer = app.service("/v1/admin/clear-category", body).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        cursor = answer.body["next_cursor"].clone();
+        calls += 1;
+        let Some(text) = cursor.as_str() else { break };
+        if !moved && !text.starts_with("0.") {
+            // Past the first primary: the last one's users move into it.
+            cluster.reshard(primaries[2], primaries[0], 2_000);
+            moved = true;
+        }
+        assert!(calls < 50, "the walk never ended");
+    }
+    assert!(moved, "the walk ended before it passed the first primary");
+    for batch in users.chunks(100) {
+        let named: Vec<&str> = batch.iter().map(String::as_str).collect();
+        let answer = app.badges("acme", &named).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        for (user, badge) in named.iter().zip(answer.body["badges"].as_array().unwrap()) {
+            assert_eq!(badge["total"], 0, "{user} was passed over: {badge}");
+        }
+    }
+}

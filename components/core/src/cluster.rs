@@ -124,12 +124,36 @@ impl SlotMap {
         next == 16_384
     }
 
+    /// Which primary serves which slots, as one number (FNV-1a over the
+    /// ranges): two maps with the same layout send every key to the same
+    /// node. Stable across builds, since walk cursors carry it.
+    pub fn layout(&self) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for (first, last, node) in &self.ranges {
+            let range = format!("{first}-{last}={node};");
+            for byte in range.bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        hash
+    }
+
     /// The node that serves `slot`, if any does.
     pub fn node(&self, slot: u16) -> Option<&str> {
         let at = self.ranges.partition_point(|(first, _, _)| *first <= slot);
         let (_, last, node) = self.ranges.get(at.checked_sub(1)?)?;
         (slot <= *last).then_some(node.as_str())
     }
+}
+
+/// Whether the node whose `CLUSTER NODES` this is moves a slot out or in
+/// (`[slot->-id]`, `[slot-<-id]` on its `myself` line): only the node
+/// itself tells, and its keys of that slot go one batch at a time.
+pub fn moves_slots(text: &str) -> bool {
+    text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).any(|fields| {
+        fields.get(2).is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
+            && fields.iter().skip(8).any(|slots| slots.starts_with('['))
+    })
 }
 
 /// A node's `host:port` from its CLUSTER NODES address
@@ -478,6 +502,50 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     .await?;
     Ok((script.decode(&mut Reply::new(values))?, map.primaries.len()))
 }
+
+/// The cluster's layout ([`SlotMap::layout`]) if it is settled: the map
+/// read afresh, a primary serving every slot, every primary giving the
+/// same map and moving no slot. None while it is not. A key moves only
+/// with its slot, so a walk that finds the same settled layout before and
+/// after its pages saw every key of the primaries it walked. Unavailable
+/// when a slot has no primary (a walk would pass over its users) or a
+/// primary does not answer.
+pub async fn settled_layout() -> Result<Option<u64>, Error> {
+    let until = Instant::now() + LAYOUT_DEADLINE;
+    deadline(until, async {
+        if !refresh(None).await {
+            return Err(unavailable("CLUSTER NODES", "no node gave the slot map"));
+        }
+        let map = map().await?;
+        if !map.serves_every_slot() {
+            return Err(unavailable("CLUSTER NODES", "no primary serves some slots"));
+        }
+        let sent = Sent::Command("CLUSTER");
+        let params = [RedisParameter::Binary(b"NODES".to_vec())];
+        let views = all(map.primaries.iter().map(|node| on_node(node, sent, &params))).await;
+        for (node, view) in map.primaries.iter().zip(views) {
+            let text = match view {
+                Ok(values) => match values.into_iter().next() {
+                    Some(RedisResult::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Some(RedisResult::Status(text)) => text,
+                    _ => return Err(malformed()),
+                },
+                Err(Failure::Script(reason) | Failure::Down(reason)) => {
+                    return Err(unavailable("CLUSTER NODES", &format!("{node}: {reason}")));
+                }
+            };
+            let same = SlotMap::parse(&text).is_ok_and(|view| view.layout() == map.layout());
+            if !same || moves_slots(&text) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(map.layout()))
+    })
+    .await
+}
+
+/// How long [`settled_layout`] may take.
+const LAYOUT_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The health check on a cluster: the slot map read afresh (from the seed,
 /// or any node this instance knows), a primary serving every slot, and
@@ -856,6 +924,20 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0
         let single = SlotMap::parse(&NODES_TEXT.replace(" 0-5460", " 0 1-5460")).unwrap();
         assert!(single.serves_every_slot(), "a slot alone and a range");
         assert!(SlotMap::parse("").is_err());
+    }
+
+    #[test]
+    fn a_layout_changes_with_any_slot_or_node_and_only_then() {
+        let map = SlotMap::parse(NODES_TEXT).unwrap();
+        assert_eq!(map.layout(), SlotMap::parse(NODES_TEXT).unwrap().layout());
+        let resharded = SlotMap::parse(&NODES_TEXT.replace("0-5460", "0-5459").replace(" 5461-", " 5460-")).unwrap();
+        assert_ne!(map.layout(), resharded.layout());
+        let failed_over = SlotMap::parse(&NODES_TEXT.replace("127.0.0.1:30002@", "127.0.0.1:30006@")).unwrap();
+        assert_ne!(map.layout(), failed_over.layout());
+        // A slot moving shows only on the node that moves it.
+        assert!(!moves_slots(NODES_TEXT), "the migration shown is another node's");
+        assert!(moves_slots(&NODES_TEXT.replace("0-5460", "0-5460 [5460->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]")));
+        assert!(moves_slots(&NODES_TEXT.replace("0-5460", "0-5460 [5461-<-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]")));
     }
 
     #[test]

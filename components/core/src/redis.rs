@@ -94,40 +94,76 @@ async fn open_cluster() -> Result<(), Error> {
 /// The users of `tenant` that have state in Redis, a batch after `cursor`
 /// ('0': from the start); the next cursor, '0' when the walk is done. On
 /// Redis Cluster the walk goes through every primary in turn (the cursor
-/// is `<primary>.<SCAN cursor>`); a slot that moves during a walk may be
-/// seen twice or not at all, which a walk (reconcile, clear-category) that
-/// is run again makes up for.
+/// is `<primary>.<SCAN cursor>.<layout>`, see [`walk_primaries`]).
 pub async fn walk_users(tenant: &str, cursor: &str, wanted: u32) -> Result<(String, Vec<String>), Error> {
-    let refused = || Error::Invalid("cursor is not one this service issued".into());
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     if !is_cluster().await? {
         if !digits(cursor) {
-            return Err(refused());
+            return Err(not_issued());
         }
         return run(&WalkUsers { tenant, cursor, wanted }).await;
     }
-    let (primary, scan) = if cursor == "0" { ("0", "0") } else { cursor.split_once('.').ok_or_else(refused)? };
-    if !digits(primary) || !digits(scan) {
-        return Err(refused());
+    walk_primaries(tenant, cursor, wanted).await
+}
+
+fn not_issued() -> Error {
+    Error::Invalid("cursor is not one this service issued".into())
+}
+
+fn digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// [`walk_users`] on Redis Cluster: every primary in turn (sorted by
+/// address), each by SCAN. A key moves only with its slot, and a SCAN
+/// cursor means something only on its node, so the walk holds to one
+/// layout of the cluster (which primary serves which slots): each call
+/// checks it is settled before and after its pages (503 while a slot is
+/// moving), and a layout other than the one the cursor carries starts the
+/// walk again from the first primary (walks repeat harmlessly; what they
+/// must not do is pass over a user). A cursor of an earlier form starts
+/// again too.
+async fn walk_primaries(tenant: &str, cursor: &str, wanted: u32) -> Result<(String, Vec<String>), Error> {
+    let moving = || Error::Unavailable("redis: cluster slots are moving; a walk waits for them".into());
+    let mut parts = cursor.split('.');
+    let (primary, scan, layout) = (parts.next(), parts.next(), parts.next());
+    let start = cursor == "0";
+    if parts.next().is_some() || !primary.is_some_and(digits) || !(start || scan.is_some_and(digits)) {
+        return Err(not_issued());
     }
-    let (mut primary, mut scan): (usize, String) = (primary.parse().map_err(|_| refused())?, scan.to_string());
+    let carried = match layout {
+        Some(hex) => Some(u64::from_str_radix(hex, 16).map_err(|_| not_issued())?),
+        None => None,
+    };
+    let layout = cluster::settled_layout().await?.ok_or_else(moving)?;
+    let (mut primary, mut scan) = match (primary, scan) {
+        (Some(primary), Some(scan)) if carried == Some(layout) => {
+            (primary.parse::<usize>().map_err(|_| not_issued())?, scan.to_string())
+        }
+        _ => (0, "0".to_string()),
+    };
     let mut users = Vec::new();
     // A primary walked to its end goes on to the next one in the same call,
     // so that a small tenant is walked in one call, as on one Redis.
-    let next = loop {
+    let done = loop {
         let walk = WalkUsers { tenant, cursor: &scan, wanted: wanted.saturating_sub(users.len() as u32).max(1) };
         let ((next, found), primaries) = cluster::run_on_primary(&walk, primary).await?;
         users.extend(found);
         match (next.as_str(), primary + 1 < primaries) {
-            ("0", false) => break "0".to_string(),
+            ("0", false) => break true,
             ("0", true) => (primary, scan) = (primary + 1, "0".to_string()),
             (more, _) => scan = more.to_string(),
         }
         if users.len() >= wanted as usize {
-            break format!("{primary}.{scan}");
+            break false;
         }
     };
-    Ok((next, users))
+    // The pages hold only if no key moved while they were read.
+    let after = cluster::settled_layout().await?.ok_or_else(moving)?;
+    Ok(match (after == layout, done) {
+        (true, true) => ("0".to_string(), users),
+        (true, false) => (format!("{primary}.{scan}.{layout:x}"), users),
+        (false, _) => (format!("0.0.{after:x}"), users),
+    })
 }
 
 async fn run_on<S, Open, OpenFut>(
