@@ -324,27 +324,89 @@ async fn send_at(
 #[tokio::test]
 async fn a_large_conversation_redis_no_longer_kept_comes_back_with_its_cursor() {
     for kind in KINDS {
-        let store = MessageStore::create(kind).await;
-        let variables = vec![("max_kept", "1".to_string()), ("large_group_threshold", "3".to_string())];
-        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
-        let app = App::with(setup).await;
-        conversation(&store, "g", "chat", &["a", "b", "c", "d"]).await;
-        conversation(&store, "h", "chat", &["a", "x"]).await;
-        conversation(&store, "i", "chat", &["a", "x"]).await;
-        send_at(&app, &store, "g", 1, 1_000, "b", &["a", "b", "c", "d"]).await; // large from here
-        assert_eq!(app.mark_read("acme", "a", "g", 1).await.body["unread"], 0);
-        // g leaves the list, then kept: Redis no longer has a's cursor there.
-        send_at(&app, &store, "h", 1, 2_000, "x", &["a", "x"]).await;
-        send_at(&app, &store, "i", 1, 3_000, "x", &["a", "x"]).await;
-        send_at(&app, &store, "g", 2, 4_000, "b", &["b"]).await;
-
-        let list = app.list("acme", "a", "").await.body;
-        let rows = list["conversations"].as_array().unwrap();
-        assert_eq!(crate::support::ids(rows), ["g"], "{kind:?}: {list}");
-        assert_eq!((&rows[0]["unread"], &list["badge"]["total"]), (&json!(1), &json!(1)), "{kind:?}: {list}");
+        let (app, store) = with_a_dropped_large_state(kind).await;
+        assert_counts_one_unread(&app, kind).await;
         assert_eq!(app.badge("acme", "a").await.body["total"], 1, "{kind:?}");
         let report = app.reconcile(json!({"tenant": "acme", "users": ["a"]})).await.body;
         assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// The same user, reconciled before any call of theirs caught them up: the
+/// reconcile's first look at Redis does not build that conversation's state
+/// from a read cursor of 0 (which the user would read until its last
+/// attempt rewrote it), and finds nothing to report, since every read of
+/// theirs answers from the truth until Redis holds the state again.
+#[tokio::test]
+async fn a_reconcile_never_counts_a_large_conversation_redis_no_longer_kept_from_zero() {
+    for kind in KINDS {
+        let (app, store) = with_a_dropped_large_state(kind).await;
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["a"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        assert_counts_one_unread(&app, kind).await;
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// User a, who read large conversation g, then saw it leave the list and
+/// kept (Redis no longer has a's cursor there), and g's next message.
+async fn with_a_dropped_large_state(kind: crate::store::Kind) -> (App, MessageStore) {
+    let store = MessageStore::create(kind).await;
+    let variables = vec![("max_kept", "1".to_string()), ("large_group_threshold", "3".to_string())];
+    let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
+    let app = App::with(setup).await;
+    conversation(&store, "g", "chat", &["a", "b", "c", "d"]).await;
+    conversation(&store, "h", "chat", &["a", "x"]).await;
+    conversation(&store, "i", "chat", &["a", "x"]).await;
+    send_at(&app, &store, "g", 1, 1_000, "b", &["a", "b", "c", "d"]).await; // large from here
+    assert_eq!(app.mark_read("acme", "a", "g", 1).await.body["unread"], 0);
+    send_at(&app, &store, "h", 1, 2_000, "x", &["a", "x"]).await;
+    send_at(&app, &store, "i", 1, 3_000, "x", &["a", "x"]).await;
+    send_at(&app, &store, "g", 2, 4_000, "b", &["b"]).await;
+    (app, store)
+}
+
+/// a's list: g alone, one unread.
+async fn assert_counts_one_unread(app: &App, kind: crate::store::Kind) {
+    let list = app.list("acme", "a", "").await.body;
+    let rows = list["conversations"].as_array().unwrap();
+    assert_eq!(crate::support::ids(rows), ["g"], "{kind:?}: {list}");
+    assert_eq!((&rows[0]["unread"], &list["badge"]["total"]), (&json!(1), &json!(1)), "{kind:?}: {list}");
+}
+
+/// A recall's preview outlives a rebuild whose truth was read before the
+/// app's store took the recall (the rebuild writes the truth's last
+/// messages into the heads): for the last message, and for a message
+/// recalled before its touch came.
+#[tokio::test]
+async fn a_recalled_text_stays_recalled_when_the_truth_is_older_than_the_recall() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        conversation(&store, "c2", "chat", &["u1", "u2"]).await;
+        send_at(&app, &store, "c1", 1, 1_000, "u1", &["u1", "u2"]).await;
+        send_at(&app, &store, "c2", 1, 2_000, "u1", &["u1", "u2"]).await;
+        let recalled = json!({"type": "recalled"});
+        // c1's last message is recalled; c2's next one is recalled before
+        // its touch. The store still shows both texts.
+        assert_eq!(app.recall("acme", "c1", 1, &["u1", "u2"], Some(recalled.clone())).await.status, 200);
+        let touch = message("acme", "c2", 2, 3_000, "u1", &["u1", "u2"]);
+        store.store_message("acme", "c2", 2, 3_000, "u1", &touch["preview"].to_string()).await;
+        assert_eq!(app.recall("acme", "c2", 2, &["u1", "u2"], Some(recalled.clone())).await.status, 200);
+
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await;
+        assert_eq!(report.status, 200, "{kind:?}: {:?}", report.body);
+        assert_eq!(app.touch(touch).await.status, 200);
+        let list = app.list("acme", "u2", "").await.body;
+        let rows = list["conversations"].as_array().unwrap();
+        assert_eq!(crate::support::ids(rows), ["c2", "c1"], "{kind:?}: {list}");
+        for row in rows {
+            assert_eq!(row["preview"], recalled, "{kind:?}: {list}");
+        }
         drop(app);
         store.drop_database().await;
     }

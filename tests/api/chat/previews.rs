@@ -156,8 +156,13 @@ async fn previews_recalls_leave_for_untouched_messages_are_bounded() {
     app.touch(message("acme", "c1", 40, 1_040, "u1", &["u1", "u2"])).await;
     let row = app.row("acme", "u2", "c1").await.unwrap();
     assert_eq!(row["preview"], json!({"type": "recalled", "seq": 40}));
+    // Those below the last message go; the last message's own stays, so that
+    // a rebuild from a truth read before the recall does not undo it.
+    let left: Vec<u64> = redis::cmd("HKEYS").arg(recalls).query(&mut redis).unwrap();
+    assert_eq!(left, [40], "replacements below the last message go");
+    app.touch(message("acme", "c1", 41, 1_041, "u1", &["u1", "u2"])).await;
     let left: i64 = redis::cmd("EXISTS").arg(recalls).query(&mut redis).unwrap();
-    assert_eq!(left, 0, "replacements at or below the last message go");
+    assert_eq!(left, 0, "the next message takes the last one's replacement away");
 }
 
 /// A state written before previews moved into heads ends with its preview:

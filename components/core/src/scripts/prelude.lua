@@ -187,10 +187,11 @@ local function set_head(key, seq, score, category, preview, ttl)
   redis.call('SET', key, encode_head(seq, score, category, preview), 'EX', ttl)
 end
 
--- Recall previews at or below `seq` can no longer serve and go.
+-- Recall previews below the head's message `seq` can no longer serve and
+-- go; the head's own stays (see recall_preview).
 local function prune_recalls(recalls, seq)
   for _, f in ipairs(redis.call('HKEYS', recalls)) do
-    if tonumber(f) <= seq then redis.call('HDEL', recalls, f) end
+    if tonumber(f) < seq then redis.call('HDEL', recalls, f) end
   end
 end
 
@@ -241,12 +242,15 @@ end
 
 -- A recall's replacement preview for message `seq`: the head's preview if
 -- it is the last message (and an earlier one's if it was); kept for its touch
--- if it is newer.
+-- if it is newer, and for a rebuild's heads if it is the last.
 local function recall_preview(h, seq, preview, ttl)
   local head = get_head(h.head)
-  if head and seq <= head.seq then
+  if head and seq < head.seq then
     held_preview(h, head, seq, preview)
   else
+    -- Kept for the head's own message too, until the next message: a
+    -- rebuild's truth read before the recall does not bring the text back.
+    if head and seq == head.seq then held_preview(h, head, seq, preview) end
     redis.call('HSET', h.recalls, int(seq), preview)
     redis.call('EXPIRE', h.recalls, ttl)
     local pending = {}
@@ -619,6 +623,12 @@ end
 -- dropped) is rebuilt from the truth, which holds it; cache-only, the
 -- user takes what Redis still has.
 local rebuilds_from_truth = false
+
+-- Set by a rebuild, which holds the user's truth: a state Redis dropped
+-- for a partial user is not built by a catch-up (from a read cursor of 0)
+-- but left to that truth; the user's `waits_for_truth` names it.
+local truth_at_hand = false
+local function rebuilding_from_truth() truth_at_hand = true end
 
 -- After the list lost a conversation or a pin: the newest kept ones that
 -- have a message come back while there is room, or while they are newer
@@ -1248,6 +1258,11 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end
   if owed_from_truth(u, log, applied) then return false, true end
+  if not st and truth_at_hand and redis.call('HGET', u.meta, 'partial') then
+    u.waits_for_truth = u.waits_for_truth or {}
+    u.waits_for_truth[conv] = true
+    return false
+  end
   if not st and rebuilds_from_truth and redis.call('HGET', u.meta, 'partial') then
     -- Redis dropped some of this user's states: this one may have been
     -- among them, with a cursor only the truth knows. Coming into the list,

@@ -10,7 +10,8 @@
 -- above read), and 1 for a large conversation (else empty). Previews are
 -- the heads' (written from the truth before), and so are large
 -- conversations' logs. A user's large conversations catch
--- up first (what the truth holds, Redis may already have moved past), and
+-- up first (what the truth holds, Redis may already have moved past; a
+-- state Redis dropped for a partial user waits for the truth instead), and
 -- the user is a member of each large conversation the truth gives, from
 -- the start of its log (a step that changes nothing the truth already
 -- holds): its newer messages reach the user. A rewrite replays every large
@@ -35,6 +36,7 @@ local _, A, users = declare {
 }
 local wanted = take_logs(A, users, true)
 if wanted then return wanted end
+rebuilding_from_truth()
 
 local function seqs(text)
   local out = {}
@@ -117,7 +119,10 @@ local function compare(u, truth)
       and ((t.listed and score == t.st.score) or (not t.listed and not score))
     if not same then
       differs_at_all = true
-      if t.listed then
+      -- A state Redis dropped, left to this truth by the catch-up: the
+      -- user's reads answered from the truth until now, so it is no drift.
+      local waited = u.waits_for_truth and u.waits_for_truth[t.conv]
+      if t.listed and not waited then
         local have = 0
         local held = redis.call('HGET', u.conv, t.conv)
         if held then have = counted(decode_state(held)).unread end
