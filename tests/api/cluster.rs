@@ -479,6 +479,18 @@ async fn a_walk_while_slots_move_passes_over_no_user() {
     let mut primaries = cluster.primaries();
     primaries.sort_by_key(|node| format!("127.0.0.1:{}", node.port));
 
+    // While a primary is moving a slot out, its keys go one batch at a time:
+    // a walk waits (503) until the slot settles.
+    let nodes: String = primaries[1].command(&["CLUSTER", "NODES"]);
+    let myself = nodes.lines().find(|line| line.contains("myself")).unwrap();
+    let range = myself.split_whitespace().nth(8).unwrap();
+    let slot = range.split('-').next().unwrap();
+    let _: () = primaries[1].command(&["CLUSTER", "SETSLOT", slot, "MIGRATING", &cluster.id(primaries[0])]);
+    let body = json!({"tenant": "acme", "category": "chat", "all_users": true});
+    let answer = app.service("/v1/admin/clear-category", body.clone()).await;
+    assert_eq!((answer.status, &answer.body["error"]["code"]), (503, &json!("unavailable")), "{:?}", answer.body);
+    let _: () = primaries[1].command(&["CLUSTER", "SETSLOT", slot, "STABLE"]);
+
     let mut cursor = Value::Null;
     let mut moved = false;
     let mut calls = 0;

@@ -128,14 +128,8 @@ impl SlotMap {
     /// ranges): two maps with the same layout send every key to the same
     /// node. Stable across builds, since walk cursors carry it.
     pub fn layout(&self) -> u64 {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for (first, last, node) in &self.ranges {
-            let range = format!("{first}-{last}={node};");
-            for byte in range.bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        hash
+        let ranges = self.ranges.iter().map(|(first, last, node)| format!("{first}-{last}={node};"));
+        ranges.fold(FNV_START, |hash, range| fnv(hash, &range))
     }
 
     /// The node that serves `slot`, if any does.
@@ -144,6 +138,13 @@ impl SlotMap {
         let (_, last, node) = self.ranges.get(at.checked_sub(1)?)?;
         (slot <= *last).then_some(node.as_str())
     }
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `text`, going on from `hash`.
+fn fnv(hash: u64, text: &str) -> u64 {
+    text.bytes().fold(hash, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Whether the node whose `CLUSTER NODES` this is moves a slot out or in
@@ -503,13 +504,16 @@ pub async fn run_on_primary<S: Script>(script: &S, index: usize) -> Result<(S::R
     Ok((script.decode(&mut Reply::new(values))?, map.primaries.len()))
 }
 
-/// The cluster's layout ([`SlotMap::layout`]) if it is settled: the map
-/// read afresh, a primary serving every slot, every primary giving the
-/// same map and moving no slot. None while it is not. A key moves only
-/// with its slot, so a walk that finds the same settled layout before and
-/// after its pages saw every key of the primaries it walked. Unavailable
-/// when a slot has no primary (a walk would pass over its users) or a
-/// primary does not answer.
+/// The cluster's layout if it is settled: the map read afresh, a primary
+/// serving every slot, every primary giving the same map and moving no
+/// slot. None while it is not. The number is the map's
+/// [`SlotMap::layout`] with every primary's `run_id`: a primary that
+/// restarted at its address hashes its keys with a new seed, and a SCAN
+/// cursor from before means nothing there. A key moves only with its slot,
+/// so a walk that finds the same settled layout before and after its pages
+/// saw every key of the primaries it walked. Unavailable when a slot has
+/// no primary (a walk would pass over its users) or a primary does not
+/// answer.
 pub async fn settled_layout() -> Result<Option<u64>, Error> {
     let until = Instant::now() + LAYOUT_DEADLINE;
     deadline(until, async {
@@ -520,26 +524,37 @@ pub async fn settled_layout() -> Result<Option<u64>, Error> {
         if !map.serves_every_slot() {
             return Err(unavailable("CLUSTER NODES", "no primary serves some slots"));
         }
-        let sent = Sent::Command("CLUSTER");
-        let params = [RedisParameter::Binary(b"NODES".to_vec())];
-        let views = all(map.primaries.iter().map(|node| on_node(node, sent, &params))).await;
-        for (node, view) in map.primaries.iter().zip(views) {
-            let text = match view {
-                Ok(values) => match values.into_iter().next() {
-                    Some(RedisResult::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-                    Some(RedisResult::Status(text)) => text,
-                    _ => return Err(malformed()),
-                },
-                Err(Failure::Script(reason) | Failure::Down(reason)) => {
-                    return Err(unavailable("CLUSTER NODES", &format!("{node}: {reason}")));
+        let nodes = [RedisParameter::Binary(b"NODES".to_vec())];
+        let server = [RedisParameter::Binary(b"server".to_vec())];
+        let read = |node: &str, sent: Sent, params: &[RedisParameter]| {
+            let node = node.to_string();
+            let params = params.to_vec();
+            async move {
+                match on_node(&node, sent, &params).await {
+                    Ok(values) => match values.into_iter().next() {
+                        Some(RedisResult::Binary(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+                        Some(RedisResult::Status(text)) => Ok(text),
+                        _ => Err(malformed()),
+                    },
+                    Err(Failure::Script(reason) | Failure::Down(reason)) => {
+                        Err(unavailable(sent.name(), &format!("{node}: {reason}")))
+                    }
                 }
-            };
-            let same = SlotMap::parse(&text).is_ok_and(|view| view.layout() == map.layout());
-            if !same || moves_slots(&text) {
-                return Ok(None);
             }
+        };
+        let views = map.primaries.iter().map(|node| read(node, Sent::Command("CLUSTER"), &nodes));
+        let infos = map.primaries.iter().map(|node| read(node, Sent::Command("INFO"), &server));
+        let mut texts = all(views.chain(infos)).await;
+        let infos = texts.split_off(map.primaries.len());
+        let mut layout = map.layout();
+        for (view, info) in texts.into_iter().zip(infos) {
+            let (view, info) = (view?, info?);
+            let same = SlotMap::parse(&view).is_ok_and(|view| view.layout() == map.layout());
+            let run_id = info.lines().find_map(|line| line.trim().strip_prefix("run_id:"));
+            let Some(run_id) = run_id.filter(|_| same && !moves_slots(&view)) else { return Ok(None) };
+            layout = fnv(layout, run_id);
         }
-        Ok(Some(map.layout()))
+        Ok(Some(layout))
     })
     .await
 }

@@ -626,7 +626,8 @@ local rebuilds_from_truth = false
 
 -- Set by a rebuild, which holds the user's truth: a state Redis dropped
 -- for a partial user is not built by a catch-up (from a read cursor of 0)
--- but left to that truth; the user's `waits_for_truth` names it.
+-- but left to that truth; the user's `waits_for_truth` names it, with the
+-- counter of its log then.
 local truth_at_hand = false
 local function rebuilding_from_truth() truth_at_hand = true end
 
@@ -1260,7 +1261,7 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   if owed_from_truth(u, log, applied) then return false, true end
   if not st and truth_at_hand and redis.call('HGET', u.meta, 'partial') then
     u.waits_for_truth = u.waits_for_truth or {}
-    u.waits_for_truth[conv] = true
+    u.waits_for_truth[conv] = log.counter
     return false
   end
   if not st and rebuilds_from_truth and redis.call('HGET', u.meta, 'partial') then

@@ -131,7 +131,8 @@ local function compare(u, truth)
         end
       end
     end
-    if t.listed then
+    -- A state left to the truth counts in neither badge (see above).
+    if t.listed and not (u.waits_for_truth and u.waits_for_truth[t.conv]) then
       local now = counted(t.st)
       for field, n in pairs({[''] = now.badge, [':m'] = now.muted, [':@'] = now.mentions}) do
         local name = t.st.category .. field
@@ -236,6 +237,17 @@ for _, u in ipairs(users) do
     else
       if differs_at_all then rewrite(u, truth) end
       join_large_ones(u, truth)
+      -- A state left to the truth that the truth does not give (beyond what
+      -- it passed, or a row it could not read) stays there: the record
+      -- moves past what came, as a catch-up below the list does, rather
+      -- than send every call of the user back to the truth.
+      if u.partial == '1' then
+        local given = {}
+        for _, t in ipairs(truth) do given[t.conv] = true end
+        for conv, counter in pairs(u.waits_for_truth or {}) do
+          if not given[conv] then join_large(u, conv, counter) end
+        end
+      end
       if differs_at_all then
         -- The truth may be older than a large conversation's log: what came
         -- since (and the state had caught up with) comes back, and what the
