@@ -1259,3 +1259,28 @@ async fn a_small_groups_message_counts_the_large_groups_each_member_is_behind_in
         }
     }
 }
+
+/// A message to a large group that names a member new to it, arriving after
+/// a newer message (late, or sent again after a 503): the member counts
+/// the newer message and its @all mention too, as in order.
+#[tokio::test]
+async fn a_member_named_first_by_a_late_message_counts_what_came_after_it() {
+    let app = app(3, false).await;
+    let first: Vec<&str> = vec!["m0", "m1", "m2", "m3", "m4"];
+    assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &first)).await.status, 200);
+    let mut newer = message("acme", "big", 3, 1_003, "m1", &["m1"]);
+    newer["mention_all"] = json!(true);
+    assert_eq!(app.touch(newer).await.status, 200);
+    assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0", "x"])).await.status, 200);
+    let row = app.row("acme", "x", "big").await.unwrap();
+    let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
+    assert_eq!(numbers, (Some(3), Some(3), Some(1)), "{row}");
+    // In order, the same.
+    let mut newer = message("acme", "big", 5, 1_005, "m1", &["m1"]);
+    newer["mention_all"] = json!(true);
+    assert_eq!(app.touch(message("acme", "big", 4, 1_004, "m0", &["m0", "y"])).await.status, 200);
+    assert_eq!(app.touch(newer).await.status, 200);
+    let row = app.row("acme", "y", "big").await.unwrap();
+    let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
+    assert_eq!(numbers, (Some(5), Some(5), Some(1)), "{row}");
+}

@@ -137,6 +137,28 @@ end
 local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
 local applied, unanswered = 0, {}
 
+-- A member new to the log whose message is older than the head (late, or
+-- sent again after a 503) takes the head, the @all mentions of newer
+-- messages and the recalls the log holds, as it would have had the
+-- messages come in order; its record then starts at the counter. Returns
+-- whether that moved its numbers, and what it counts now. (On Redis Cluster a members part has no
+-- head: there the member takes this message only.)
+local function newer_than_this(m, conv, max_conversations, max_kept)
+  local head = K and get_head(K.head)
+  if not head or head.seq <= seq then return false end
+  local log = read_log(K.head, K.group, 0)
+  local late = {seq = head.seq, score = head.score, category = head.category, role = '', recalled = {}, all = {}}
+  for _, e in ipairs(log.entries) do
+    local kind, s = string.match(e[1], '^([ra])(%d+)$')
+    s = tonumber(s)
+    if kind == 'r' then late.recalled[#late.recalled + 1] = s end
+    if kind == 'a' and s > seq then late.all[#late.all + 1] = s end
+  end
+  local st, where = find(m, conv)
+  local _, moved, now = reach(m, conv, st, where, late, max_conversations, max_kept)
+  return moved, now
+end
+
 -- Writes the message to member `m` (`st`, `where`: what it has of the
 -- conversation; `large`: its membership record, if any). The member's other
 -- large conversations catch up first, so that the event below carries the
@@ -171,6 +193,8 @@ local function write_member(m, st, where, large)
       join_large(m, conv, b.log.counter)
     end
   elseif counter and not large and not (st and has_flag(st, 'x')) then
+    local late_moved, late_now = newer_than_this(m, conv, max_conversations, max_kept)
+    if late_moved then moved, now = true, late_now end
     join_large(m, conv, counter)
   end
   if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
