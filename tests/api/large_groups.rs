@@ -1284,3 +1284,30 @@ async fn a_member_named_first_by_a_late_message_counts_what_came_after_it() {
     let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
     assert_eq!(numbers, (Some(5), Some(5), Some(1)), "{row}");
 }
+
+/// A large group's message that a rebuild writes into the head before its
+/// touch comes (a reconcile read the store between the app's write and its
+/// touch) is announced by the rebuild, once: the touch finds the head moved.
+#[tokio::test]
+async fn a_large_message_a_rebuild_brings_before_its_touch_is_announced_once() {
+    for cluster in [false, true] {
+        let store = MessageStore::create(Kind::Postgres).await;
+        let app = app_with_store(Some(&store), cluster).await;
+        let members = made_large_in_store(&store, &app, 5, "rebuild first").await;
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
+        let mut events = Events::subscribe(&app, "acme");
+        let announced = |events: &[Value]| {
+            events.iter().filter(|e| e["conversation"] == "big" && e["large"] == true && e["seq"] == 2).count()
+        };
+        let second = message("acme", "big", 2, 1_002, "m0", &names[..1]);
+        store.store_message("acme", "big", 2, 1_002, "m0", &second["preview"].to_string()).await;
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["m1"]})).await;
+        assert_eq!(report.status, 200, "cluster {cluster}: {:?}", report.body);
+        assert_eq!(announced(&events.take()), 1, "cluster {cluster}: the rebuild announced it");
+        assert_eq!(app.touch(second).await.status, 200);
+        assert_eq!(announced(&events.take()), 0, "cluster {cluster}: the touch announced it again");
+        assert_eq!(app.badge("acme", "m3").await.body["total"], 2, "cluster {cluster}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -3,14 +3,17 @@
 -- already holds a newer message; at the same seq the truth's preview wins
 -- (the app applies a recall to its own heads), but a recall unread was told
 -- of wins over both (the truth may have been read before the app's store
--- took it). A conversation the truth has
--- large (`large` 1) gets its log if Redis lost it, and a newer message in
--- its head moves the log's counter, for its members to catch up with.
+-- took it). A conversation the truth has large (`large` 1) gets its log
+-- if Redis lost it, and a newer message in its head moves the log's
+-- counter, for its members to catch up with, and is announced (the
+-- conversation's event): its touch, coming after, finds the head moved
+-- and announces nothing.
 -- Reply: how many heads changed, then n, and, on Redis Cluster (where this
 -- script cannot reach the clocks), n times a large conversation, its log's
--- counter and whether its log is new.
+-- counter, whether its log is new, and the seq to announce once its clock
+-- moved (0: none).
 local _, A, conversations = declare {
-  args = {'head_ttl', 'clocks'},
+  args = {'head_ttl', 'clocks', 'channel'},
   each = {keys = CONVERSATION_KEYS, args = {'conversation', 'seq', 'score', 'category', 'preview', 'large'}},
 }
 use_clocks(A.clocks)
@@ -23,14 +26,18 @@ for _, c in ipairs(conversations) do
   if not head or seq > head.seq or (seq == head.seq and head.preview ~= preview) then
     set_head(c.head, seq, c.score, c.category, preview, A.head_ttl)
     prune_recalls(c.recalls, seq)
-    if c.large == '1' and (not head or seq > head.seq) then counter = log_message(c.conversation, c.group) end
+    if c.large == '1' and (not head or seq > head.seq) then
+      counter = log_message(c.conversation, c.group)
+      if keeps_clocks() then publish_conversation(A.channel, c.conversation, seq) end
+    end
     changed = changed + 1
   end
   if c.large == '1' and not keeps_clocks() then
+    local announce = counter and seq or 0
     counter = counter or log_counter(c.group)
-    for _, v in ipairs({c.conversation, int(counter), fresh and 1 or 0}) do logs[#logs + 1] = v end
+    for _, v in ipairs({c.conversation, int(counter), fresh and 1 or 0, announce}) do logs[#logs + 1] = v end
   end
 end
-local out = {changed, #logs / 3}
+local out = {changed, #logs / 4}
 for _, v in ipairs(logs) do out[#out + 1] = v end
 return out

@@ -1,7 +1,7 @@
 //! `heads.lua`: the truth's last messages written into conversation heads.
 
 use crate::Error;
-use crate::keys::ConversationKeys;
+use crate::keys::{ConversationKeys, events_channel};
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::ClockMove;
 use crate::sql::TruthRow;
@@ -15,7 +15,7 @@ pub struct Heads<'a> {
 
 impl Script for Heads<'_> {
     /// How many heads changed, and where the large conversations' logs are
-    /// (for their clocks on Redis Cluster).
+    /// (for their clocks on Redis Cluster, with the messages to announce).
     type Reply = (u64, Vec<ClockMove>);
 
     fn lua() -> &'static Lua {
@@ -25,6 +25,7 @@ impl Script for Heads<'_> {
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
         call.clocks(self.tenant);
+        call.arg("channel", events_channel(self.tenant));
         call.each(&self.heads, |item, row| {
             ConversationKeys::new(self.tenant, &row.conversation).encode(item);
             item.arg("conversation", row.conversation.as_str());
@@ -40,13 +41,10 @@ impl Script for Heads<'_> {
         let changed = reply.number()?;
         let logs = (0..reply.number()?)
             .map(|_| {
-                Ok(ClockMove {
-                    conversation: reply.text()?,
-                    counter: Some(reply.number()?),
-                    fresh: reply.flag()?,
-                    announce: None,
-                    logged: false,
-                })
+                let (conversation, counter, fresh) = (reply.text()?, Some(reply.number()?), reply.flag()?);
+                // A message this call logged is announced after its clock.
+                let announce = Some(reply.number()?).filter(|seq| *seq > 0);
+                Ok(ClockMove { conversation, counter, fresh, announce, logged: announce.is_some() })
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok((changed, logs))
