@@ -143,3 +143,36 @@ async fn leaving_removes_only_the_leaving_members_cursors_from_sql() {
         store.drop_database().await;
     }
 }
+
+/// A leave sent again (after a 503, say) once the member rejoined changes
+/// nothing: the store has them as a member again, with their cursor.
+#[tokio::test]
+async fn a_leave_sent_again_after_the_member_rejoined_changes_nothing() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        let members: Vec<String> = ["u1", "u2", "u3"].iter().map(|m| m.to_string()).collect();
+        store.create_conversation("acme", "g", "chat", &members).await;
+        for seq in 1..=3 {
+            let touch = message("acme", "g", seq, 1_000 + seq, "u1", &["u1", "u2", "u3"]);
+            store.store_message("acme", "g", seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+            app.touch(touch).await;
+        }
+        store.exec("DELETE FROM app_members WHERE user_id = 'u3'", &[]).await;
+        assert_eq!(app.leave("acme", "g", &["u3"]).await.body["removed"], 1, "{kind:?}");
+        store.exec("INSERT INTO app_members (tenant, conversation, user_id) VALUES ('acme', 'g', 'u3')", &[]).await;
+        assert_eq!(app.join("acme", "g", 3, &["u3"]).await.status, 200, "{kind:?}");
+        let touch = message("acme", "g", 4, 1_004, "u1", &["u1", "u2", "u3"]);
+        store.store_message("acme", "g", 4, 1_004, "u1", &touch["preview"].to_string()).await;
+        app.touch(touch).await;
+
+        assert_eq!(app.leave("acme", "g", &["u3"]).await.body["removed"], 0, "{kind:?}: the leave came again");
+        let row = app.row("acme", "u3", "g").await.unwrap_or_default();
+        assert_eq!((row["last_seq"].as_u64(), row["unread"].as_u64()), (Some(4), Some(1)), "{kind:?}: {row}");
+        assert_eq!(store.cursors("acme").await.get(&("u3".into(), "g".into())), Some(&3), "{kind:?}");
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u3"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -289,8 +289,12 @@ impl Guest for Core {
 
     async fn leave(tenant: String, conversation: String, members: Vec<String>) -> Result<u32, Error> {
         let store = sql::configured().await?;
-        let users = once_each(members, None);
+        let mut users = once_each(members, None);
         if let Some(url) = &store {
+            // A leave held back, or sent again after a 503, that comes after
+            // the member rejoined changes nothing: the truth has them in.
+            let members = sql::audience(url, &tenant, &conversation, &users).await?.members;
+            users.retain(|user| !members.contains(user));
             sql::forget_members(url, &tenant, &conversation, &users).await?;
         }
         leave(&store, &tenant, &conversation, &users).await
