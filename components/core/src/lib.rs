@@ -591,7 +591,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         // moved since the map was read.
         written = touch.members.iter().map(|(user, _)| user.clone()).filter(|user| !deferred.contains(user)).collect();
     }
-    let Touched::Done { applied, large, fresh, logged, joiners, mut unanswered, .. } = head else {
+    let Touched::Done { applied, large, fresh, logged, head: head_seq, joiners, mut unanswered, .. } = head else {
         return Ok(head);
     };
     // A large conversation's clock moves beside the members' round (then
@@ -603,7 +603,9 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
             conversation: touch.conversation.to_string(),
             counter: Some(counter),
             fresh,
-            announce: Some(touch.seq),
+            // Not logged by this call (sent again, or late), the event for a
+            // clock behind its log is the head's: the message that left it.
+            announce: Some(if logged { touch.seq } else { head_seq.unwrap_or(touch.seq) }),
             logged,
         })
         .into_iter()
@@ -631,6 +633,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         large,
         fresh,
         logged,
+        head: head_seq,
         unanswered,
         joiners,
         deferred: Vec::new(),

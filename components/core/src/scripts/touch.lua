@@ -30,7 +30,10 @@
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
 -- was made by this message), logged (1: the message moved the log, so the
--- conversation's event goes out; from the head), n, n unanswerable users,
+-- conversation's event goes out; from the head), the head's seq ('' in a
+-- members part: on Redis Cluster an event for a clock that was behind its
+-- log is the head's message, the one that left it behind), n, n
+-- unanswerable users,
 -- j, j users who joined lately (record_joiners: every message of the large
 -- conversation hands them to the caller until it forgets them), d, d users
 -- a 'head' call left to the members' round}, {'unvouched'} or {'conflict',
@@ -55,7 +58,9 @@ end
 -- The 'ok' reply (see above); `deferred`: the members a 'head' call left
 -- to the members' round, unwritten.
 local function answer(applied, counter, fresh, logged, unanswered, joiners, deferred)
-  local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0}
+  local head = K and get_head(K.head)
+  local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0,
+               head and int(head.seq) or ''}
   for _, users in ipairs({unanswered, joiners, deferred}) do
     out[#out + 1] = #users
     for _, user in ipairs(users) do out[#out + 1] = user end

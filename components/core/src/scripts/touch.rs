@@ -92,6 +92,9 @@ pub enum Touched {
         large: Option<u64>,
         fresh: bool,
         logged: bool,
+        /// The seq of the conversation's head after the call (none from a
+        /// members part, which has no head).
+        head: Option<u64>,
         unanswered: Vec<String>,
         joiners: Vec<String>,
         deferred: Vec<String>,
@@ -168,9 +171,14 @@ impl Script for Touch<'_> {
                 };
                 let fresh = reply.flag()?;
                 let logged = reply.flag()?;
+                let head = match reply.text()?.as_str() {
+                    "" => None,
+                    n => Some(n.parse().map_err(|_| malformed())?),
+                };
                 let unanswered = reply.texts()?;
                 let joiners = reply.texts()?;
-                Ok(Touched::Done { applied, large, fresh, logged, unanswered, joiners, deferred: reply.texts()? })
+                let deferred = reply.texts()?;
+                Ok(Touched::Done { applied, large, fresh, logged, head, unanswered, joiners, deferred })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -182,22 +190,32 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut fresh, mut logged) = (false, None, false, false);
+        let (mut applied, mut large, mut fresh, mut logged, mut head) = (false, None, false, false, None);
         let (mut unanswered, mut joiners, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
                 refused @ (Touched::Conflict { .. } | Touched::Unvouched) => return Ok(refused),
-                Touched::Done { applied: a, large: l, fresh: f, logged: g, unanswered: u, joiners: j, deferred: d } => {
+                Touched::Done {
+                    applied: a,
+                    large: l,
+                    fresh: f,
+                    logged: g,
+                    head: h,
+                    unanswered: u,
+                    joiners: j,
+                    deferred: d,
+                } => {
                     applied |= a;
                     large = large.or(l);
                     fresh |= f;
                     logged |= g;
+                    head = head.or(h);
                     unanswered.extend(u);
                     joiners.extend(j);
                     deferred.extend(d);
                 }
             }
         }
-        Ok(Touched::Done { applied, large, fresh, logged, unanswered, joiners, deferred })
+        Ok(Touched::Done { applied, large, fresh, logged, head, unanswered, joiners, deferred })
     }
 }
