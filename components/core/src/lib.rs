@@ -245,6 +245,7 @@ impl Guest for Core {
                 fresh: false,
                 announce: Some(seq),
                 logged: recalled.logged,
+                also: None,
             })
             .into_iter()
             .collect();
@@ -343,6 +344,7 @@ impl Guest for Core {
             fresh: false,
             announce: None,
             logged: false,
+            also: None,
         };
         MoveClocks::after(&tenant, &[gone]).await?;
         Ok(removed)
@@ -603,10 +605,11 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
             conversation: touch.conversation.to_string(),
             counter: Some(counter),
             fresh,
-            // Not logged by this call (sent again, or late), the event for a
-            // clock behind its log is the head's: the message that left it.
-            announce: Some(if logged { touch.seq } else { head_seq.unwrap_or(touch.seq) }),
+            announce: Some(touch.seq),
             logged,
+            // Not logged by this call (sent again, or late), a clock behind
+            // its log may be behind for the head's message.
+            also: if logged { None } else { head_seq },
         })
         .into_iter()
         .collect();

@@ -23,6 +23,11 @@ pub struct ClockMove {
     pub announce: Option<u64>,
     /// This call logged the message or recall it announces.
     pub logged: bool,
+    /// Another seq to announce when the clock was behind its log: the
+    /// head's message, when this call did not log its own (a held-back copy
+    /// of an earlier message, or a late one): the clock may be behind for
+    /// it. Under such a race an event may come twice, never not at all.
+    pub also: Option<u64>,
 }
 
 /// Moves the clocks of `tenant`'s large conversations to their logs.
@@ -60,6 +65,7 @@ impl Script for MoveClocks<'_> {
             item.arg("fresh", moved.fresh);
             item.arg("announce", moved.announce.map(|n| n.to_string()).unwrap_or_default());
             item.arg("logged", moved.logged);
+            item.arg("also", moved.also.map(|n| n.to_string()).unwrap_or_default());
         });
     }
 

@@ -214,8 +214,22 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         encoded(&MoveClocks {
             tenant: "t",
             moves: &[
-                ClockMove { conversation: "c".into(), counter: Some(4), fresh: false, announce: Some(9), logged: true },
-                ClockMove { conversation: "d".into(), counter: None, fresh: false, announce: None, logged: false },
+                ClockMove {
+                    conversation: "c".into(),
+                    counter: Some(4),
+                    fresh: false,
+                    announce: Some(9),
+                    logged: true,
+                    also: Some(10),
+                },
+                ClockMove {
+                    conversation: "d".into(),
+                    counter: None,
+                    fresh: false,
+                    announce: None,
+                    logged: false,
+                    also: None,
+                },
             ],
         }),
         encoded(&GroupLogs {

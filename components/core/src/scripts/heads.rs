@@ -42,9 +42,10 @@ impl Script for Heads<'_> {
         let logs = (0..reply.number()?)
             .map(|_| {
                 let (conversation, counter, fresh) = (reply.text()?, Some(reply.number()?), reply.flag()?);
-                // A message this call logged is announced after its clock.
+                // A message this call logged is announced by whichever call
+                // moves its clock: this one, or its touch racing it.
                 let announce = Some(reply.number()?).filter(|seq| *seq > 0);
-                Ok(ClockMove { conversation, counter, fresh, announce, logged: announce.is_some() })
+                Ok(ClockMove { conversation, counter, fresh, announce, logged: false, also: None })
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok((changed, logs))

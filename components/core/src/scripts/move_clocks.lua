@@ -9,11 +9,12 @@
 -- message; when the call `logged` it, or else when this clock was behind
 -- its log (the call's first try logged it and failed before its clock
 -- moved: the event goes out with the try that moves it, where a replay
--- announces nothing). (One Redis moves a clock in the step that moves its
--- log.) Reply: how many clocks changed.
+-- announces nothing); and, when this clock was behind, `also` (the head's
+-- message, which may be what left it behind). (One Redis moves a clock in
+-- the step that moves its log.) Reply: how many clocks changed.
 local _, A, moves = declare {
   args = {'channel'},
-  each = {keys = {'clock'}, args = {'conversation', 'counter', 'fresh', 'announce', 'logged'}},
+  each = {keys = {'clock'}, args = {'conversation', 'counter', 'fresh', 'announce', 'logged', 'also'}},
 }
 local changed = 0
 for _, m in ipairs(moves) do
@@ -30,6 +31,9 @@ for _, m in ipairs(moves) do
   end
   if m.announce ~= '' and (m.logged == '1' or moved) then
     publish_conversation(A.channel, m.conversation, tonumber(m.announce))
+  end
+  if moved and m.also ~= '' and m.also ~= m.announce then
+    publish_conversation(A.channel, m.conversation, tonumber(m.also))
   end
 end
 return changed

@@ -199,7 +199,7 @@ local function write_member(m, st, where, large)
     end
   elseif counter and not large and not (st and has_flag(st, 'x')) then
     local late_moved, late_now = newer_than_this(m, conv, max_conversations, max_kept)
-    if late_moved then moved, now = true, late_now end
+    if late_moved then applied, moved, now = 1, true, late_now end
     join_large(m, conv, counter)
   end
   if moved then publish(A.channel, m.user, conv, now or NOTHING, m) end
