@@ -531,11 +531,7 @@ pub async fn settled_layout() -> Result<Option<u64>, Error> {
             let params = params.to_vec();
             async move {
                 match on_node(&node, sent, &params).await {
-                    Ok(values) => match values.into_iter().next() {
-                        Some(RedisResult::Binary(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-                        Some(RedisResult::Status(text)) => Ok(text),
-                        _ => Err(malformed()),
-                    },
+                    Ok(values) => first_text(values).ok_or_else(malformed),
                     Err(Failure::Script(reason) | Failure::Down(reason)) => {
                         Err(unavailable(sent.name(), &format!("{node}: {reason}")))
                     }
@@ -824,11 +820,7 @@ async fn read_map(source: Option<&str>) -> Option<SlotMap> {
         None => Rc::new(Connection::open(&seed_url().await.ok()?).await.ok()?),
     };
     let values = connection.execute("CLUSTER", vec![RedisParameter::Binary(b"NODES".to_vec())]).await.ok()?;
-    let text = match values.into_iter().next() {
-        Some(RedisResult::Binary(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Some(RedisResult::Status(text)) => text,
-        _ => return None,
-    };
+    let text = first_text(values)?;
     let map = SlotMap::parse(&text).map_err(|reason| eprintln!("unread: error: redis cluster: {reason}")).ok()?;
     // The seed's own connection serves as its node's.
     if source.is_none()
@@ -840,6 +832,16 @@ async fn read_map(source: Option<&str>) -> Option<SlotMap> {
         });
     }
     Some(map)
+}
+
+/// The text of a command's reply (`CLUSTER NODES`, `INFO`): one bulk
+/// string, or a status.
+fn first_text(values: Vec<RedisResult>) -> Option<String> {
+    match values.into_iter().next() {
+        Some(RedisResult::Binary(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Some(RedisResult::Status(text)) => Some(text),
+        _ => None,
+    }
 }
 
 /// The connection to `node`, opened if the instance has none.

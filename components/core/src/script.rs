@@ -556,6 +556,14 @@ impl Reply {
         u64::try_from(self.signed()?).map_err(|_| malformed())
     }
 
+    /// The next value as a count or seq, or none for ''.
+    pub fn optional_number(&mut self) -> Result<Option<u64>, Error> {
+        match self.text()?.as_str() {
+            "" => Ok(None),
+            n => n.parse().map(Some).map_err(|_| malformed()),
+        }
+    }
+
     /// The next value as a flag (0 or 1).
     pub fn flag(&mut self) -> Result<bool, Error> {
         match self.number()? {

@@ -108,6 +108,10 @@ local function compare(u, truth)
   end
   for _, t in ipairs(truth) do
     seen[t.conv] = true
+    -- A state Redis dropped, left to this truth by the catch-up: the
+    -- user's reads answered from the truth until now, so it is no drift,
+    -- and it counts in neither badge.
+    local waited = u.waits_for_truth and u.waits_for_truth[t.conv]
     local key = t.listed and u.conv or u.kept
     local value = redis.call('HGET', key, t.conv)
     local stored = t.st.score
@@ -119,9 +123,6 @@ local function compare(u, truth)
       and ((t.listed and score == t.st.score) or (not t.listed and not score))
     if not same then
       differs_at_all = true
-      -- A state Redis dropped, left to this truth by the catch-up: the
-      -- user's reads answered from the truth until now, so it is no drift.
-      local waited = u.waits_for_truth and u.waits_for_truth[t.conv]
       if t.listed and not waited then
         local have = 0
         local held = redis.call('HGET', u.conv, t.conv)
@@ -131,8 +132,7 @@ local function compare(u, truth)
         end
       end
     end
-    -- A state left to the truth counts in neither badge (see above).
-    if t.listed and not (u.waits_for_truth and u.waits_for_truth[t.conv]) then
+    if t.listed and not waited then
       local now = counted(t.st)
       for field, n in pairs({[''] = now.badge, [':m'] = now.muted, [':@'] = now.mentions}) do
         local name = t.st.category .. field

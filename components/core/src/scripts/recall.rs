@@ -2,7 +2,7 @@
 
 use crate::Error;
 use crate::keys::{ConversationKeys, events_channel};
-use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua, malformed};
+use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::Members;
 use crate::scripts::common::unanswered;
 
@@ -56,10 +56,7 @@ impl Script for Recall<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
         let dropped = u32::try_from(reply.number()?).unwrap_or(u32::MAX);
-        let large = match reply.text()?.as_str() {
-            "" => None,
-            n => Some(n.parse().map_err(|_| malformed())?),
-        };
+        let large = reply.optional_number()?;
         Ok(Recalled { dropped, large, logged: reply.flag()?, unanswered: unanswered(reply)? })
     }
 

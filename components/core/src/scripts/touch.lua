@@ -146,19 +146,19 @@ local applied, unanswered = 0, {}
 -- sent again after a 503) takes the head, the @all mentions of newer
 -- messages and the recalls the log holds, as it would have had the
 -- messages come in order; its record then starts at the counter. Returns
--- whether that moved its numbers, and what it counts now. (On Redis Cluster a members part has no
--- head: there the member takes this message only.)
+-- whether that moved its numbers, and what it counts now. (On Redis
+-- Cluster a members part has no head: there the member takes this message
+-- only.)
 local function newer_than_this(m, conv, max_conversations, max_kept)
   local head = K and get_head(K.head)
   if not head or head.seq <= seq then return false end
-  local log = read_log(K.head, K.group, 0)
   local late = {seq = head.seq, score = head.score, category = head.category, role = '', recalled = {}, all = {}}
-  for _, e in ipairs(log.entries) do
-    local kind, s = string.match(e[1], '^([ra])(%d+)$')
-    s = tonumber(s)
-    if kind == 'r' then late.recalled[#late.recalled + 1] = s end
-    if kind == 'a' and s > seq then late.all[#late.all + 1] = s end
+  add_logged(late, read_log(K.head, K.group, 0), 0)
+  local newer = {}
+  for _, s in ipairs(late.all) do
+    if s > seq then newer[#newer + 1] = s end
   end
+  late.all = newer
   local st, where = find(m, conv)
   local _, moved, now = reach(m, conv, st, where, late, max_conversations, max_kept)
   return moved, now

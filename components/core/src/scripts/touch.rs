@@ -164,17 +164,10 @@ impl Script for Touch<'_> {
         match reply.text()?.as_str() {
             "ok" => {
                 let applied = reply.flag()?;
-                let large = reply.text()?;
-                let large = match large.as_str() {
-                    "" => None,
-                    n => Some(n.parse().map_err(|_| malformed())?),
-                };
+                let large = reply.optional_number()?;
                 let fresh = reply.flag()?;
                 let logged = reply.flag()?;
-                let head = match reply.text()?.as_str() {
-                    "" => None,
-                    n => Some(n.parse().map_err(|_| malformed())?),
-                };
+                let head = reply.optional_number()?;
                 let unanswered = reply.texts()?;
                 let joiners = reply.texts()?;
                 let deferred = reply.texts()?;
