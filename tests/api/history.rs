@@ -1061,12 +1061,7 @@ impl World {
         c.members.push(user.clone());
         let (id, seq) = (c.id.clone(), c.last);
         if let Some(store) = &self.shared.store {
-            store
-                .exec(
-                    "INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)",
-                    &[s(&self.tenant), s(&id), s(&user)],
-                )
-                .await;
+            store.add_member(&self.tenant, &id, &user).await;
         }
         let sql = self.sql();
         let c = &self.conversations[i];
@@ -1120,12 +1115,7 @@ impl World {
         c.joined.remove(&user);
         let id = c.id.clone();
         if let Some(store) = &self.shared.store {
-            store
-                .exec(
-                    "DELETE FROM app_members WHERE tenant = ? AND conversation = ? AND user_id = ?",
-                    &[s(&self.tenant), s(&id), s(&user)],
-                )
-                .await;
+            store.remove_member(&self.tenant, &id, &user).await;
         }
         self.forget(&user, &id);
         self.service("/v1/leave", json!({"tenant": self.tenant, "conversation": id, "members": [user]})).await;

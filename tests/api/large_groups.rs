@@ -898,6 +898,60 @@ async fn a_member_further_behind_than_the_log_keeps_is_counted_from_the_truth() 
     }
 }
 
+/// A member new to a large group's log, named first by a late message (one
+/// older than the head), is owed the recalls and @all mentions that came
+/// after it; when the log dropped entries, some of those may be gone, so
+/// with a SQL store the member is counted from the truth, which holds them
+/// all. (One Redis and a cluster, whose members' round is given the log.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_new_to_a_trimmed_log_named_by_a_late_message_is_counted_from_the_truth() {
+    const RECALLS: u64 = 1_030;
+    const LAST: u64 = 2_000;
+    for cluster in [false, true] {
+        let store = MessageStore::create(Kind::Postgres).await;
+        let app = app_with_store(Some(&store), cluster).await;
+        made_large_in_store(&store, &app, 5, "trimmed").await;
+        let send = async |body: Value| {
+            let (seq, ts) = (body["seq"].as_u64().unwrap(), body["ts"].as_u64().unwrap());
+            let conversation = body["conversation"].as_str().unwrap().to_string();
+            store.store_message("acme", &conversation, seq, ts, "m0", &body["preview"].to_string()).await;
+            assert_eq!(app.touch(body).await.status, 200, "cluster {cluster}");
+        };
+        send(message("acme", "big", LAST, 1_000 + LAST, "m0", &["m0"])).await;
+        for seq in 2..2 + RECALLS {
+            assert_eq!(app.recall("acme", "big", seq, &["m0"], None).await.status, 200, "recall {seq}");
+        }
+        let log = app.redis.sorted_set("un:v2:head:{acme:big}:group");
+        assert_eq!(log.first().map(|(entry, _)| entry.as_str()), Some("~"), "the log dropped entries");
+
+        // Members with state in Redis (another conversation each) join the
+        // group in the app; the first message that names them is an old one.
+        // (Several: on a cluster some are beside the head, the others in the
+        // members' round.)
+        let late: Vec<String> = (0..6).map(|n| format!("x{n}")).collect();
+        store.create_conversation("acme", "cx", "chat", &late).await;
+        let named: Vec<&str> = late.iter().map(String::as_str).collect();
+        send(message("acme", "cx", 1, 900, "m0", &named)).await;
+        for user in &late {
+            store.add_member("acme", "big", user).await;
+        }
+        let mut named = named.clone();
+        named.push("m0");
+        send(message("acme", "big", 1_500, 1_100, "m0", &named)).await;
+        for user in &late {
+            let row = app.row("acme", user, "big").await.unwrap();
+            let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64());
+            assert_eq!(numbers, (Some(LAST), Some(LAST - RECALLS)), "cluster {cluster} {user}: {row}");
+            let total = app.badge("acme", user).await.body["total"].as_u64();
+            assert_eq!(total, Some(LAST - RECALLS + 1), "cluster {cluster} {user}");
+        }
+        let report = app.reconcile_all("acme").await;
+        assert_eq!(report["drifted"], 0, "cluster {cluster}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
 /// A member who joins while the group is still small, after the app built
 /// the message that makes it large (so that message does not name them),
 /// counts that message and every one after it, from the answer on; one who
@@ -929,12 +983,7 @@ async fn a_member_who_joined_just_before_the_group_became_large_counts_its_messa
         assert_eq!(app.join("acme", "big", 1, &["x", "y"]).await.status, 200, "{case}");
         assert_eq!(app.leave("acme", "big", &["y"]).await.status, 200, "{case}");
         if let Some(store) = &store {
-            store
-                .exec(
-                    "DELETE FROM app_members WHERE tenant = ? AND conversation = ? AND user_id = ?",
-                    &[crate::store::s("acme"), crate::store::s("big"), crate::store::s("y")],
-                )
-                .await;
+            store.remove_member("acme", "big", "y").await;
         }
         let unread = |row: Option<Value>| row.and_then(|r| r["unread"].as_u64());
         // x uses unread meanwhile: it has the conversation, with nothing unread.
@@ -1262,27 +1311,37 @@ async fn a_small_groups_message_counts_the_large_groups_each_member_is_behind_in
 
 /// A message to a large group that names a member new to it, arriving after
 /// a newer message (late, or sent again after a 503): the member counts
-/// the newer message and its @all mention too, as in order.
-#[tokio::test]
+/// the newer message and its @all mention too, as in order. (One Redis and
+/// a cluster, where the members' round reads the log from the head's slot.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_named_first_by_a_late_message_counts_what_came_after_it() {
-    let app = app(3, false).await;
-    let first: Vec<&str> = vec!["m0", "m1", "m2", "m3", "m4"];
-    assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &first)).await.status, 200);
-    let mut newer = message("acme", "big", 3, 1_003, "m1", &["m1"]);
-    newer["mention_all"] = json!(true);
-    assert_eq!(app.touch(newer).await.status, 200);
-    assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &["m0", "x"])).await.status, 200);
-    let row = app.row("acme", "x", "big").await.unwrap();
-    let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
-    assert_eq!(numbers, (Some(3), Some(3), Some(1)), "{row}");
-    // In order, the same.
-    let mut newer = message("acme", "big", 5, 1_005, "m1", &["m1"]);
-    newer["mention_all"] = json!(true);
-    assert_eq!(app.touch(message("acme", "big", 4, 1_004, "m0", &["m0", "y"])).await.status, 200);
-    assert_eq!(app.touch(newer).await.status, 200);
-    let row = app.row("acme", "y", "big").await.unwrap();
-    let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
-    assert_eq!(numbers, (Some(5), Some(5), Some(1)), "{row}");
+    for cluster in [false, true] {
+        let app = app(3, cluster).await;
+        let first: Vec<&str> = vec!["m0", "m1", "m2", "m3", "m4"];
+        assert_eq!(app.touch(message("acme", "big", 1, 1_001, "m0", &first)).await.status, 200);
+        let mut newer = message("acme", "big", 3, 1_003, "m1", &["m1"]);
+        newer["mention_all"] = json!(true);
+        assert_eq!(app.touch(newer).await.status, 200);
+        // Several new members: on a cluster some are beside the head, the
+        // others in the members' round.
+        let late: Vec<String> = (0..8).map(|n| format!("x{n}")).collect();
+        let mut named = vec!["m0"];
+        named.extend(late.iter().map(String::as_str));
+        assert_eq!(app.touch(message("acme", "big", 2, 1_002, "m0", &named)).await.status, 200);
+        for user in &late {
+            let row = app.row("acme", user, "big").await.unwrap();
+            let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
+            assert_eq!(numbers, (Some(3), Some(3), Some(1)), "cluster {cluster} {user}: {row}");
+        }
+        // In order, the same.
+        let mut newer = message("acme", "big", 5, 1_005, "m1", &["m1"]);
+        newer["mention_all"] = json!(true);
+        assert_eq!(app.touch(message("acme", "big", 4, 1_004, "m0", &["m0", "y"])).await.status, 200);
+        assert_eq!(app.touch(newer).await.status, 200);
+        let row = app.row("acme", "y", "big").await.unwrap();
+        let numbers = (row["last_seq"].as_u64(), row["unread"].as_u64(), row["mentions"].as_u64());
+        assert_eq!(numbers, (Some(5), Some(5), Some(1)), "cluster {cluster}: {row}");
+    }
 }
 
 /// A large group's message that a rebuild writes into the head before its

@@ -163,12 +163,20 @@ impl MessageStore {
         )
         .await;
         for member in members {
-            self.exec(
-                "INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)",
-                &[s(tenant), s(conversation), s(member)],
-            )
-            .await;
+            self.add_member(tenant, conversation, member).await;
         }
+    }
+
+    /// The app adds a member to a conversation.
+    pub async fn add_member(&self, tenant: &str, conversation: &str, user: &str) {
+        let statement = "INSERT INTO app_members (tenant, conversation, user_id) VALUES (?, ?, ?)";
+        self.exec(statement, &[s(tenant), s(conversation), s(user)]).await;
+    }
+
+    /// The app removes a member from a conversation.
+    pub async fn remove_member(&self, tenant: &str, conversation: &str, user: &str) {
+        let statement = "DELETE FROM app_members WHERE tenant = ? AND conversation = ? AND user_id = ?";
+        self.exec(statement, &[s(tenant), s(conversation), s(user)]).await;
     }
 
     /// The category the app gave a conversation.

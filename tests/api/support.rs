@@ -71,14 +71,31 @@ impl RedisServer {
         assert!(self.started(), "redis-server did not start on port {}", self.port);
     }
 
-    /// Starts a server on the port; whether the one answering there is it
-    /// (by its process id), and not another test's that took the port.
+    /// Saves what the server holds, kills it and starts it again on the same
+    /// port from the saved file, as a restart with persistence does: a new
+    /// process, whose keys hash with a new seed.
+    pub fn restart_keeping_data(&self) {
+        let _: () = self.command(&["SAVE"]);
+        self.kill();
+        assert!(self.start_process(false), "redis-server did not start again on port {}", self.port);
+    }
+
+    /// Starts a server on the port, empty; whether the one answering there
+    /// is it (by its process id), and not another test's that took the port.
     fn started(&self) -> bool {
+        self.start_process(true)
+    }
+
+    /// [`RedisServer::started`], loading what its directory holds unless
+    /// `empty`.
+    fn start_process(&self, empty: bool) -> bool {
         let port = self.port.to_string();
         // A directory of its own, emptied: a replica's full sync writes an
         // RDB file there, which a server started in the same place would load.
         let dir = self.dir();
-        let _ = std::fs::remove_dir_all(&dir);
+        if empty {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -1133,5 +1150,18 @@ impl Silent {
 impl Drop for Silent {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Asserts that every one of `users` (of acme) has nothing unread: a walk
+/// over the tenant's users passed over none of them.
+pub async fn assert_walked_every_user(app: &App, users: &[String]) {
+    for batch in users.chunks(100) {
+        let named: Vec<&str> = batch.iter().map(String::as_str).collect();
+        let answer = app.badges("acme", &named).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        for (user, badge) in named.iter().zip(answer.body["badges"].as_array().unwrap()) {
+            assert_eq!(badge["total"], 0, "{user} was passed over: {badge}");
+        }
     }
 }

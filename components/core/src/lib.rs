@@ -29,8 +29,8 @@ use bindings::unread::core::types::{
 };
 use config::Limits;
 use scripts::{
-    Adopt, Badge, ClockMove, ForgetJoiners, Join, Leave, List, ListCursor, Loaded, MarkRead, Members, MoveClocks,
-    Previews, Recall, RecordJoiners, Role, Touch, TouchMode, Touched,
+    Adopt, Badge, ClockMove, ForgetJoiners, GroupLogs, Join, Leave, List, ListCursor, Loaded, MarkRead, Members,
+    MoveClocks, Previews, Recall, RecordJoiners, Role, Touch, TouchMode, Touched, WantedLog,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -109,6 +109,7 @@ impl Guest for Core {
             large_threshold: threshold,
             named: u32::try_from(members.len()).unwrap_or(u32::MAX),
             large: None,
+            late: None,
             large_in_truth,
         };
         let touched = if redis::is_cluster().await? {
@@ -617,6 +618,14 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
     touch.members = members.into_iter().filter(|(user, _)| !written.contains(user)).collect();
     touch.mode = TouchMode::Members;
     touch.large = large;
+    // A message older than the head: a member new to the log is owed what
+    // came after it, which its part cannot read (the head's slot).
+    if large.is_some() && head_seq.is_some_and(|head| head > touch.seq) && !touch.members.is_empty() {
+        let wanted = [WantedLog { conversation: touch.conversation.to_string(), after: 0 }];
+        let conversations = keys::conversations_prefix(touch.tenant);
+        let logs = GroupLogs { conversations: &conversations, wanted: &wanted };
+        touch.late = redis::run(&logs).await?.pop();
+    }
     let mut by_members = false;
     if touch.members.is_empty() {
         clock.await?;

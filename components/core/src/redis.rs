@@ -93,16 +93,25 @@ async fn open_cluster() -> Result<(), Error> {
 
 /// The users of `tenant` that have state in Redis, a batch after `cursor`
 /// ('0': from the start); the next cursor, '0' when the walk is done. On
-/// Redis Cluster the walk goes through every primary in turn (the cursor
-/// is `<primary>.<SCAN cursor>.<layout>`, see [`walk_primaries`]).
+/// one Redis the cursor is `<SCAN cursor>.<run id>`: a SCAN cursor means
+/// nothing to a server restarted or promoted since, so there the walk
+/// starts over (repeating users harmlessly, passing over none). A bare
+/// SCAN cursor (an earlier build's) starts over too. On Redis Cluster the
+/// walk goes through every primary in turn (the cursor is
+/// `<primary>.<SCAN cursor>.<layout>`, see [`walk_primaries`]).
 pub async fn walk_users(tenant: &str, cursor: &str, wanted: u32) -> Result<(String, Vec<String>), Error> {
-    if !is_cluster().await? {
-        if !digits(cursor) {
-            return Err(not_issued());
-        }
-        return run(&WalkUsers { tenant, cursor, wanted }).await;
+    if is_cluster().await? {
+        return walk_primaries(tenant, cursor, wanted).await;
     }
-    walk_primaries(tenant, cursor, wanted).await
+    let (scan, server) = match cursor.split_once('.') {
+        Some((scan, server)) if digits(scan) && server.len() <= 16 && server.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            (scan, server)
+        }
+        None if digits(cursor) => ("0", ""),
+        _ => return Err(not_issued()),
+    };
+    let (next, server, users) = run(&WalkUsers { tenant, cursor: scan, server, wanted }).await?;
+    Ok((if next == "0" { next } else { format!("{next}.{server}") }, users))
 }
 
 fn not_issued() -> Error {
@@ -145,8 +154,10 @@ async fn walk_primaries(tenant: &str, cursor: &str, wanted: u32) -> Result<(Stri
     // A primary walked to its end goes on to the next one in the same call,
     // so that a small tenant is walked in one call, as on one Redis.
     let done = loop {
-        let walk = WalkUsers { tenant, cursor: &scan, wanted: wanted.saturating_sub(users.len() as u32).max(1) };
-        let ((next, found), primaries) = cluster::run_on_primary(&walk, primary).await?;
+        // The layout names every primary's run id: no check per script.
+        let batch = wanted.saturating_sub(users.len() as u32).max(1);
+        let walk = WalkUsers { tenant, cursor: &scan, server: "", wanted: batch };
+        let ((next, _, found), primaries) = cluster::run_on_primary(&walk, primary).await?;
         users.extend(found);
         match (next.as_str(), primary + 1 < primaries) {
             ("0", false) => break true,

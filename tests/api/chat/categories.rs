@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{badge_of, clear_category, flag, ids, messages, row};
 use crate::store::{KINDS, MessageStore};
-use crate::support::{App, Setup, assert_badge_consistent, jwt, message};
+use crate::support::{App, Setup, assert_badge_consistent, assert_walked_every_user, jwt, message};
 
 /// u2 and u3 get chat c1 (3 unread) and system notices n1 (2) and n2 (1).
 async fn two_categories(app: &App) {
@@ -74,6 +74,40 @@ async fn clear_category_walks_every_user_of_the_tenant_only() {
     assert_eq!(badge_of(&app, "u2", "").await["total"], 3, "chat stays");
     let beta = app.send("GET", "/v1/badge", Some(jwt("beta", "u2")), None).await;
     assert_eq!(beta.body["total"], 1, "another tenant stays");
+}
+
+/// A walk over one Redis that restarts (with its data) between two of its
+/// calls: the server hashes its keys anew, so the walk starts again rather
+/// than go on from a place that means nothing there, and no user is passed
+/// over.
+#[tokio::test]
+async fn a_walk_over_a_redis_restarted_with_its_data_passes_over_no_user() {
+    let app = App::with(Setup::one_server()).await;
+    let users: Vec<String> = (0..2_000).map(|n| format!("w{n:04}")).collect();
+    for (at, group) in users.chunks(500).enumerate() {
+        let named: Vec<&str> = group.iter().map(String::as_str).collect();
+        let mut touch = message("acme", &format!("n{at}"), 1, 1_000, "bot", &named);
+        touch["category"] = json!("system");
+        assert_eq!(app.touch(touch).await.status, 200);
+    }
+    let (mut cursor, mut calls, mut restarted) = (Value::Null, 0, false);
+    loop {
+        let body = json!({"tenant": "acme", "category": "system", "all_users": true, "cursor": cursor});
+        let answer = clear_category(&app, body).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        cursor = answer.body["next_cursor"].clone();
+        calls += 1;
+        if cursor.is_null() {
+            break;
+        }
+        if !restarted {
+            app.redis.restart_keeping_data();
+            restarted = true;
+        }
+        assert!(calls < 100, "the walk never ended");
+    }
+    assert!(restarted, "the walk ended in one call");
+    assert_walked_every_user(&app, &users).await;
 }
 
 #[tokio::test]

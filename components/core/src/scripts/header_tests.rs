@@ -123,6 +123,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             large_threshold: 100,
             named: 2,
             large: None,
+            late: None,
             large_in_truth: false,
         }),
         encoded(&MarkRead {
@@ -205,7 +206,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         }),
         encoded(&Versions { tenant: "t", users: &users }),
         encoded(&ForgetLoaded { users: &pairs }),
-        encoded(&WalkUsers { tenant: "t", cursor: "0", wanted: 200 }),
+        encoded(&WalkUsers { tenant: "t", cursor: "0", server: "", wanted: 200 }),
         encoded(&Ping),
         encoded(&ForgetHead { tenant: "t", conversation: "c" }),
         encoded(&Heads { tenant: "t", heads: vec![&row, &other] }),

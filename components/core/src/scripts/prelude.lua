@@ -200,9 +200,10 @@ end
 -- With `keep_earlier` the head's message before goes to its earlier ones
 -- (on Redis Cluster, where a list reads its rows and then their previews);
 -- on one Redis a list reads both in one step, so no message comes between.
+-- Returns whether the head moved, and its seq now.
 local function advance_head(h, seq, score, category, preview, ttl, keep_earlier)
   local head = get_head(h.head)
-  if head and seq <= head.seq then return false end
+  if head and seq <= head.seq then return false, head.seq end
   if head and keep_earlier then
     local items = earlier_items(h)
     table.insert(items, 1, {head.seq, head.preview})
@@ -214,7 +215,7 @@ local function advance_head(h, seq, score, category, preview, ttl, keep_earlier)
     prune_recalls(h.recalls, seq)
   end
   set_head(h.head, seq, score, category, preview, ttl)
-  return true
+  return true, seq
 end
 
 -- The preview of message `seq` if the head (as `get_head` read it) or its
@@ -630,6 +631,14 @@ local rebuilds_from_truth = false
 -- counter of its log then.
 local truth_at_hand = false
 local function rebuilding_from_truth() truth_at_hand = true end
+
+-- Set by a rebuild while it compares a user with that truth: a state owed
+-- entries a log dropped does not take the rest of the log either, but is
+-- left to the truth (the user's reads would have gone to it), and
+-- `owed_truth` says so. (After the rewrite the log comes back from its
+-- start over the truth's state, dropped entries and all.)
+local comparing_with_truth = false
+local function comparing(on) comparing_with_truth = on end
 
 -- After the list lost a conversation or a pin: the newest kept ones that
 -- have a message come back while there is room, or while they are newer
@@ -1088,6 +1097,17 @@ local function encode_log(conv, log)
     .. '\t' .. head
 end
 
+-- The conversation and log of a line encode_log wrote (nil: not one).
+local function decode_log(line)
+  local conv, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
+  if not conv then return nil end
+  local log = {counter = tonumber(counter), head = decode_head(head), entries = {}}
+  for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do
+    log.entries[#log.entries + 1] = {entry, tonumber(at)}
+  end
+  return conv, log
+end
+
 -- On Redis Cluster a script cannot read the heads and logs of its users'
 -- large conversations (other slots): the caller reads them first
 -- (group_logs.lua) and passes them in the argument `logs`. Nil on one
@@ -1119,14 +1139,8 @@ local function take_logs(A, users, from_start)
   given_logs = {}
   if text ~= '-' then
     for line in string.gmatch(text, '[^\n]+') do
-      local conv, counter, entries, head = string.match(line, '^([^\t]*)\t(%d*)\t([^\t]*)\t(.*)$')
-      if conv then
-        local log = {counter = tonumber(counter), head = decode_head(head), entries = {}}
-        for entry, at in string.gmatch(entries, '([^ =]+)=(%d+)') do
-          log.entries[#log.entries + 1] = {entry, tonumber(at)}
-        end
-        given_logs[conv] = log
-      end
+      local conv, log = decode_log(line)
+      if conv then given_logs[conv] = log end
     end
     return nil
   end
@@ -1222,19 +1236,22 @@ local function only_messages(log, applied)
   return true
 end
 
+-- Whether a member caught up to `applied` is owed an entry the log dropped.
+local function owes_dropped(log, applied)
+  for _, e in ipairs(log.entries) do
+    if e[1] == TRIMMED and e[2] > applied then return true end
+  end
+  return false
+end
+
 -- Whether the member, caught up to `applied`, is owed an entry the log
 -- dropped and is rebuilt from the truth for it (with a SQL store): then
 -- the member is unloaded (the caller's check of `unloaded` after the
 -- catch-up answers a miss or names them) and takes nothing from the log.
 local function owed_from_truth(u, log, applied)
-  if not rebuilds_from_truth then return false end
-  for _, e in ipairs(log.entries) do
-    if e[1] == TRIMMED and e[2] > applied then
-      redis.call('HDEL', u.meta, 'loaded')
-      return true
-    end
-  end
-  return false
+  if not (rebuilds_from_truth and owes_dropped(log, applied)) then return false end
+  redis.call('HDEL', u.meta, 'loaded')
+  return true
 end
 
 -- Brings the member's state of one large conversation up to its head and
@@ -1259,9 +1276,11 @@ local function catch_up_one(u, conv, value, max_conversations, max_kept)
   -- A state evicted from kept comes back as a message brings it back.
   if not st and not head then return false end
   if owed_from_truth(u, log, applied) then return false, true end
-  if not st and truth_at_hand and redis.call('HGET', u.meta, 'partial') then
+  local owed = comparing_with_truth and owes_dropped(log, applied)
+  if owed or (not st and truth_at_hand and redis.call('HGET', u.meta, 'partial')) then
     u.waits_for_truth = u.waits_for_truth or {}
     u.waits_for_truth[conv] = log.counter
+    u.owed_truth = u.owed_truth or owed
     return false
   end
   if not st and rebuilds_from_truth and redis.call('HGET', u.meta, 'partial') then

@@ -108,9 +108,10 @@ local function compare(u, truth)
   end
   for _, t in ipairs(truth) do
     seen[t.conv] = true
-    -- A state Redis dropped, left to this truth by the catch-up: the
-    -- user's reads answered from the truth until now, so it is no drift,
-    -- and it counts in neither badge.
+    -- A state left to this truth by the catch-up (Redis dropped it, or a
+    -- log dropped entries it was owed): the user's reads answered from the
+    -- truth until now, so it is no drift, and it counts in the badge as
+    -- Redis holds it (nothing, if dropped or not listed there).
     local waited = u.waits_for_truth and u.waits_for_truth[t.conv]
     local key = t.listed and u.conv or u.kept
     local value = redis.call('HGET', key, t.conv)
@@ -123,6 +124,9 @@ local function compare(u, truth)
       and ((t.listed and score == t.st.score) or (not t.listed and not score))
     if not same then
       differs_at_all = true
+      -- What the user saw came from the truth: the event goes out whether
+      -- or not that differed.
+      if waited then u.waited_differs = true end
       if t.listed and not waited then
         local have = 0
         local held = redis.call('HGET', u.conv, t.conv)
@@ -132,8 +136,14 @@ local function compare(u, truth)
         end
       end
     end
-    if t.listed and not waited then
-      local now = counted(t.st)
+    local now
+    if not waited then
+      now = t.listed and counted(t.st)
+    else
+      local held = redis.call('HGET', u.conv, t.conv)
+      now = held and counted(decode_state(held))
+    end
+    if now then
       for field, n in pairs({[''] = now.badge, [':m'] = now.muted, [':@'] = now.mentions}) do
         local name = t.st.category .. field
         want[name] = (want[name] or 0) + n
@@ -229,9 +239,11 @@ for _, u in ipairs(users) do
     -- user's next read asks SQL, which answers nothing as cheaply.
     for _, v in ipairs({'ok', 0, 0, 0}) do out[#out + 1] = v end
   else
+    comparing(true)
     catch_up(u, A.max_conversations, A.max_kept)
     local truth = parse(u.rows)
     local differs_at_all, details, max_drift = compare(u, truth)
+    comparing(false)
     if differs_at_all and A.settle ~= '1' then
       for _, v in ipairs({'moved', 0, 0, 0}) do out[#out + 1] = v end
     else
@@ -248,15 +260,15 @@ for _, u in ipairs(users) do
           if not given[conv] then join_large(u, conv, counter) end
         end
       end
-      if differs_at_all then
+      if differs_at_all or u.owed_truth then
         -- The truth may be older than a large conversation's log: what came
         -- since (and the state had caught up with) comes back, and what the
-        -- truth already holds changes nothing.
+        -- truth already holds changes nothing (nor does what a log dropped).
         for _, t in ipairs(truth) do
           if t.large then join_large(u, t.conv, 0) end
         end
         catch_up(u, A.max_conversations, A.max_kept)
-        if #details > 0 then publish(A.channel, u.user, nil, nil, u) end
+        if #details > 0 or u.waited_differs then publish(A.channel, u.user, nil, nil, u) end
       end
       redis.call('HSET', u.meta, 'loaded', '1')
       if redis.call('ZCARD', u.list) > 0 then redis.call('PERSIST', u.meta) else idle(u, A.idle_ttl) end

@@ -19,7 +19,9 @@
 -- 'members' then: every other member part, without the head. A
 --   conversation lives in its head's category, so no member's is checked
 --   once the head vouched; `large` says what the head round answered of
---   the conversation's log.
+--   the conversation's log, and `late` (the log from its start, as
+--   encode_log writes it; '' if the message is not older than the head)
+--   what a member new to the log is owed (see newer_than_this).
 -- Unvouched: a round of 'check' looks for a conflict in every part, then
 -- 'first' takes the message in the head alone, and then 'members'.
 -- Standalone Redis runs the whole touch in one step ('all'). `named`: how
@@ -42,7 +44,7 @@ local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
           'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth', 'large',
-          'logs', 'conversations', 'clocks'},
+          'late', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -57,10 +59,14 @@ end
 
 -- The 'ok' reply (see above); `deferred`: the members a 'head' call left
 -- to the members' round, unwritten.
+local head_seq -- the head's seq once the message went to it
 local function answer(applied, counter, fresh, logged, unanswered, joiners, deferred)
-  local head = K and get_head(K.head)
+  if not head_seq then
+    local head = K and get_head(K.head)
+    head_seq = head and head.seq
+  end
   local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0,
-               head and int(head.seq) or ''}
+               head_seq and int(head_seq) or ''}
   for _, users in ipairs({unanswered, joiners, deferred}) do
     out[#out + 1] = #users
     for _, user in ipairs(users) do out[#out + 1] = user end
@@ -128,7 +134,8 @@ end
 if group and counter then joiners = recorded_joiners(K) end
 -- On Redis Cluster a list reads its rows and their previews apart: the head
 -- keeps its earlier messages for a list caught between the two.
-local advanced = K and advance_head(K, seq, A.score, category, A.preview, A.head_ttl, not keeps_clocks())
+local advanced = false
+if K then advanced, head_seq = advance_head(K, seq, A.score, category, A.preview, A.head_ttl, not keeps_clocks()) end
 if group and counter then
   local moved = A.mention_all == '1' and log_entry(conv, group, 'a', seq, counter)
   if moved then
@@ -142,18 +149,40 @@ end
 local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
 local applied, unanswered = 0, {}
 
--- A member new to the log whose message is older than the head (late, or
--- sent again after a 503) takes the head, the @all mentions of newer
--- messages and the recalls the log holds, as it would have had the
--- messages come in order; its record then starts at the counter. Returns
--- whether that moved its numbers, and what it counts now. (On Redis
--- Cluster a members part has no head: there the member takes this message
--- only.)
+-- The log, read from its start, if this message is older than the head
+-- (late, or sent again after a 503); false otherwise. A members part on
+-- Redis Cluster has no head: there the head's round found the message
+-- late, and the caller read the log for it (`late`). Read once for every
+-- member: nothing below moves the head or the log.
+local late_log
+local function log_if_late()
+  if late_log == nil then
+    local log
+    if K then
+      local head = get_head(K.head)
+      log = head and head.seq > seq and read_log(K.head, K.group, 0)
+    elseif A.late ~= '' then
+      local _
+      _, log = decode_log(A.late)
+      -- Read after the head's round: what moved the log since is the
+      -- member's next catch-up, from the counter its record starts at.
+      if log and log.counter then log.counter = math.min(log.counter, counter) end
+    end
+    late_log = (log and log.head and log.head.seq > seq) and log or false
+  end
+  return late_log
+end
+
+-- A member new to the log whose message is late takes the head, the @all
+-- mentions of newer messages and the recalls the log holds, as it would
+-- have had the messages come in order; its record then starts at the
+-- counter. Returns whether that moved its numbers, and what it counts now.
 local function newer_than_this(m, conv, max_conversations, max_kept)
-  local head = K and get_head(K.head)
-  if not head or head.seq <= seq then return false end
-  local late = {seq = head.seq, score = head.score, category = head.category, role = '', recalled = {}, all = {}}
-  add_logged(late, read_log(K.head, K.group, 0), 0)
+  local log = log_if_late()
+  if not log then return false end
+  local late = {seq = log.head.seq, score = log.head.score, category = log.head.category, role = '', recalled = {},
+                all = {}}
+  add_logged(late, log, 0)
   local newer = {}
   for _, s in ipairs(late.all) do
     if s > seq then newer[#newer + 1] = s end
@@ -162,6 +191,23 @@ local function newer_than_this(m, conv, max_conversations, max_kept)
   local st, where = find(m, conv)
   local _, moved, now = reach(m, conv, st, where, late, max_conversations, max_kept)
   return moved, now
+end
+
+-- With a SQL store, a member new to the log whose message is late is owed
+-- what came after it, and a log that dropped entries may have dropped
+-- some of those (@all mentions of newer messages, recalls): the member is
+-- rebuilt from the truth, which holds them, as a member behind a trimmed
+-- log is (`owed_from_truth`). Returns whether it is.
+local function late_and_owed(m)
+  local log = rebuilds_from_truth and log_if_late()
+  if not log then return false end
+  for _, e in ipairs(log.entries) do
+    if e[1] == TRIMMED then
+      redis.call('HDEL', m.meta, 'loaded')
+      return true
+    end
+  end
+  return false
 end
 
 -- Writes the message to member `m` (`st`, `where`: what it has of the
@@ -180,7 +226,9 @@ local function write_member(m, st, where, large)
     if catch_up_one(m, conv, large, max_conversations, max_kept) then st, where = find(m, conv) end
     b = nil
   end
-  if (b and owed_from_truth(m, b.log, b.applied)) or unloaded(m, A.require_loaded) then return false end
+  local new_to_log = counter and not large and not (st and has_flag(st, 'x'))
+  local owed = (b and owed_from_truth(m, b.log, b.applied)) or (new_to_log and late_and_owed(m))
+  if owed or unloaded(m, A.require_loaded) then return false end
   -- The member (the sender, or mentioned by name) keeps its record if only
   -- messages moved the log since (the head alone carries them): its next
   -- call catches up with what came by then, as it would after any later
@@ -197,7 +245,7 @@ local function write_member(m, st, where, large)
       if b.log.head then raise_score(m, conv, b.log.head.score) end
       join_large(m, conv, b.log.counter)
     end
-  elseif counter and not large and not (st and has_flag(st, 'x')) then
+  elseif new_to_log then
     local late_moved, late_now = newer_than_this(m, conv, max_conversations, max_kept)
     if late_moved then applied, moved, now = 1, true, late_now end
     join_large(m, conv, counter)

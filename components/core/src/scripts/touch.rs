@@ -48,6 +48,11 @@ pub struct Touch<'a> {
     /// conversation's log after this message, as the head's round answered
     /// it; none if it is not large.
     pub large: Option<u64>,
+    /// For a members round on Redis Cluster, when the head's round found
+    /// the message older than the head: the conversation's log from its
+    /// start (a [`super::GroupLogs`] line), which a member new to it
+    /// catches up with (its part has no head to read it from).
+    pub late: Option<String>,
 }
 
 /// The steps of a touch. Standalone Redis takes the whole touch in one; on
@@ -145,6 +150,7 @@ impl Script for Touch<'_> {
         call.arg("named", self.named);
         call.arg("large_in_truth", self.large_in_truth);
         call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
+        call.arg("late", self.late.as_deref().unwrap_or_default());
         call.logs(self.tenant);
         call.each(&self.members, |item, (user, role)| {
             UserKeys::new(self.tenant, user).encode(item);
