@@ -200,14 +200,9 @@ end
 -- log is (`owed_from_truth`). Returns whether it is.
 local function late_and_owed(m)
   local log = rebuilds_from_truth and log_if_late()
-  if not log then return false end
-  for _, e in ipairs(log.entries) do
-    if e[1] == TRIMMED then
-      redis.call('HDEL', m.meta, 'loaded')
-      return true
-    end
-  end
-  return false
+  if not (log and owes_dropped(log, 0)) then return false end
+  redis.call('HDEL', m.meta, 'loaded')
+  return true
 end
 
 -- Writes the message to member `m` (`st`, `where`: what it has of the
