@@ -153,14 +153,14 @@ local applied, unanswered = 0, {}
 -- (late, or sent again after a 503); false otherwise. A members part on
 -- Redis Cluster has no head: there the head's round found the message
 -- late, and the caller read the log for it (`late`). Read once for every
--- member: nothing below moves the head or the log.
+-- member, after the message went to the head (`head_seq`): nothing below
+-- moves the head or the log.
 local late_log
 local function log_if_late()
   if late_log == nil then
     local log
     if K then
-      local head = get_head(K.head)
-      log = head and head.seq > seq and read_log(K.head, K.group, 0)
+      log = head_seq and head_seq > seq and read_log(K.head, K.group, 0)
     elseif A.late ~= '' then
       local _
       _, log = decode_log(A.late)
