@@ -248,6 +248,13 @@ async fn a_redis_that_stops_answering_is_a_503_not_a_hung_request() {
     .await
     .expect("the calls answer while Redis is stopped");
     app.redis.resume();
+    // On a cluster the other nodes may have failed the stopped primary over
+    // to its replica meanwhile (past the node timeout): the calls in between
+    // are refused while the cluster elects and spreads the new owner, and
+    // the next call below is for a cluster that has settled again.
+    if let Some(cluster) = &app.cluster {
+        cluster.wait_until_settled();
+    }
     for answer in answers {
         assert_error(&answer, 503, "unavailable");
         // Why (no answer within the deadline) is for the operator's log, not the caller.

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::store::{KINDS, MessageStore};
+use crate::store::{KINDS, MessageStore, s};
 use crate::support::{App, Setup, assert_badge_consistent, assert_key_space_unchanged, message};
 
 async fn app_on(store: &MessageStore) -> App {
@@ -143,6 +143,69 @@ async fn with_redis_down_reads_come_from_sql_and_touch_is_refused() {
         let list = app.list("acme", "u2", "").await.body;
         assert_eq!((list["source"].as_str(), list["conversations"][0]["unread"].as_u64()), (Some("redis"), Some(2)));
         assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 2);
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A read ahead of the touches Redis had (the store holds the message, its
+/// touch is on its way) keeps the store's cursor in Redis too: the store
+/// bounds the cursor by its own last message, and Redis takes it as it is,
+/// rather than bounding it again by the older message it knows, so the
+/// touch that comes after counts nothing the user read.
+#[tokio::test]
+async fn a_read_ahead_of_the_touches_redis_had_keeps_the_stores_cursor() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
+        assert_eq!(app.list("acme", "u2", "").await.status, 200, "{kind:?}"); // loaded
+        let later = message("acme", "c1", 20_000, 21_000, "u1", &["u1", "u2"]);
+        store.store_message("acme", "c1", 20_000, 21_000, "u1", &later["preview"].to_string()).await;
+        let read = app.mark_read("acme", "u2", "c1", 20_000).await;
+        assert_eq!((read.status, &read.body["read_seq"], &read.body["source"]), (200, &json!(20_000), &json!("redis")));
+        assert_eq!(store.cursors("acme").await[&("u2".to_string(), "c1".to_string())], 20_000, "{kind:?}");
+        assert_eq!(app.touch(later).await.status, 200, "{kind:?}");
+        let row = app.row("acme", "u2", "c1").await.unwrap();
+        assert_eq!((&row["read_seq"], &row["unread"]), (&json!(20_000), &json!(0)), "{kind:?}");
+        let clean = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await.body;
+        assert_eq!((&clean["drifted"], &clean["max_drift"]), (&json!(0), &json!(0)), "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// With a SQL store a recall is the conversation's, as the truth counts it:
+/// every member stops counting it, whoever the call names, and a stranger
+/// the call names gets nothing.
+#[tokio::test]
+async fn a_recall_reaches_every_member_the_truth_counts_it_for() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        let members = ["u1", "u2", "u3"];
+        conversation(&store, "c1", "chat", &members).await;
+        for seq in 1..=3 {
+            let mut touch = message("acme", "c1", seq, 1_000 + seq, "u1", &members);
+            if seq == 3 {
+                touch["mentions"] = json!(["u3"]);
+            }
+            store.store_message("acme", "c1", seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+            assert_eq!(app.touch(touch).await.status, 200, "{kind:?}");
+        }
+        for user in ["u2", "u3"] {
+            assert_eq!(app.list("acme", user, "").await.status, 200, "{kind:?}"); // loaded
+        }
+        let recalled = app.recall("acme", "c1", 3, &["u1", "u2", "u9"], None).await;
+        assert_eq!((recalled.status, &recalled.body["changed"]), (200, &json!(2)), "{kind:?}: {:?}", recalled.body);
+        for user in ["u2", "u3"] {
+            let row = app.row("acme", user, "c1").await.unwrap();
+            assert_eq!((&row["unread"], &row["mentions"]), (&json!(2), &json!(0)), "{kind:?}: {user}");
+        }
+        assert!(app.redis.keys().iter().all(|key| !key.contains("{acme:u9}")), "{kind:?}: {:?}", app.redis.keys());
+        let clean = app.reconcile(json!({"tenant": "acme", "users": ["u2", "u3"]})).await.body;
+        assert_eq!((&clean["drifted"], &clean["max_drift"]), (&json!(0), &json!(0)), "{kind:?}");
         drop(app);
         store.drop_database().await;
     }
@@ -297,6 +360,38 @@ async fn a_touch_refused_for_its_category_writes_nothing() {
         let after = (store.cursors("acme").await, mentions().await);
         assert_eq!(after, before, "{kind:?}: the refused touch wrote SQL");
         assert_key_space_unchanged(&redis_before, &app.redis.key_space(), "the refused touch");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// The app moves a conversation to another category in its view: the next
+/// touch, in the new category, is the truth's, though Redis still has the old
+/// one. It is not refused (every retry would be, while the store already
+/// holds the message): the members are rebuilt in the new category, counting
+/// the message, with no drift left for a reconcile, and the touches after it
+/// land as usual.
+#[tokio::test]
+async fn a_touch_in_the_category_the_app_moved_its_conversation_to_is_taken() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
+        assert_eq!(app.badge("acme", "u2").await.body["categories"], json!({"chat": 1}), "{kind:?}");
+        let moved = "UPDATE app_conversations SET category = 'work' WHERE tenant = ? AND conversation = ?";
+        store.exec(moved, &[s("acme"), s("c1")]).await;
+        let answer = send(&app, &store, "c1", 2, "u1", &["u1", "u2"]).await;
+        assert_eq!(answer, json!({"applied": true}), "{kind:?}");
+        let row = app.row("acme", "u2", "c1").await.unwrap();
+        assert_eq!((&row["category"], &row["unread"], &row["last_seq"]), (&json!("work"), &json!(2), &json!(2)));
+        assert_eq!(app.badge("acme", "u2").await.body["categories"], json!({"work": 2}), "{kind:?}");
+        assert_eq!(app.row("acme", "u1", "c1").await.unwrap()["category"], "work", "{kind:?}");
+        let clean = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
+        assert_eq!((&clean["drifted"], &clean["max_drift"]), (&json!(0), &json!(0)), "{kind:?}");
+        assert_eq!(send(&app, &store, "c1", 3, "u1", &["u1", "u2"]).await, json!({"applied": true}), "{kind:?}");
+        assert_eq!(app.row("acme", "u2", "c1").await.unwrap()["unread"], 3, "{kind:?}");
+        assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 3, "{kind:?}");
         drop(app);
         store.drop_database().await;
     }

@@ -30,7 +30,7 @@ use bindings::unread::core::types::{
 use config::Limits;
 use scripts::{
     Adopt, Badge, ClockMove, ForgetJoiners, GroupLogs, Join, Leave, List, ListCursor, Loaded, MarkRead, Members,
-    MoveClocks, Previews, Recall, RecordJoiners, Role, Touch, TouchMode, Touched, WantedLog,
+    MoveClocks, Previews, Recall, Recalled, RecordJoiners, Role, Touch, TouchMode, Touched, WantedLog,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -51,6 +51,9 @@ const MAX_EXACT: u64 = (1 << 53) - 1;
 /// messages the service has not heard of yet is normal; one sending a
 /// timestamp as a seq must not silence the conversation for good.
 const READ_AHEAD: u64 = 10_000;
+
+/// Members one script call writes at most, as a service call names at most.
+const MEMBERS_PER_CALL: usize = 500;
 
 /// How long (seconds) a user that holds no listed conversation keeps its
 /// other keys (kept cursors, marks, meta): 30 days.
@@ -77,9 +80,12 @@ impl Guest for Core {
         let threshold = config::large_group_threshold().await?;
         let mut members = roles(&message);
         let mut large_in_truth = false;
+        // The memberships view has the conversation in the message's category.
+        let mut vouched = false;
         if let Some(url) = &store {
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
             let audience = sql::audience(url, &message.tenant, &message.conversation, &users).await?;
+            vouched = audience.category.is_some();
             if let Some(category) = audience.category.filter(|c| *c != message.category) {
                 return Err(category_conflict("in the message store", &category));
             }
@@ -112,6 +118,7 @@ impl Guest for Core {
             late: None,
             large_in_truth,
         };
+        let named: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
         } else {
@@ -119,6 +126,14 @@ impl Guest for Core {
             redis::run(&touch).await?
         };
         match touched {
+            // The view has the conversation in the message's category, so
+            // Redis holds the category it had before the app moved it: the
+            // named members (and with them the head) are rebuilt from the
+            // truth, which has the message, in the category it has now.
+            Touched::Conflict { .. } if vouched => {
+                answer_from_truth(&store, &message.tenant, &named, limits).await?;
+                Ok(true)
+            }
             Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
             Touched::Unvouched => Err(script::malformed()),
             Touched::Done { applied, mut unanswered, joiners, .. } => {
@@ -152,17 +167,22 @@ impl Guest for Core {
         check_exact(seq, "seq")?;
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
-        if let Some(url) = &store
-            && !sql::read_as_member(url, &who.tenant, &who.user, &conversation, seq, READ_AHEAD).await?
-        {
-            return Err(unknown_conversation(&conversation));
+        let (mut seq, mut ahead) = (seq, READ_AHEAD);
+        if let Some(url) = &store {
+            match sql::read_as_member(url, &who.tenant, &who.user, &conversation, seq, READ_AHEAD).await? {
+                None => return Err(unknown_conversation(&conversation)),
+                // The store bounded the cursor by its own last message, which
+                // Redis may not have been touched with yet: Redis takes the
+                // store's cursor as it is, so that both keep the same one.
+                Some(cursor) => (seq, ahead) = (cursor, MAX_EXACT),
+            }
         }
         let read = MarkRead {
             tenant: &who.tenant,
             user: &who.user,
             conversation: &conversation,
             seq,
-            ahead: READ_AHEAD,
+            ahead,
             max_conversations: limits.max_conversations,
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
@@ -227,17 +247,30 @@ impl Guest for Core {
         if let Some(url) = &store {
             sql::record_recall(url, &tenant, &conversation, seq).await?;
         }
-        let users = once_each(members, None);
-        let recall = Recall {
-            conversation: &conversation,
-            seq,
-            preview: preview.as_deref().unwrap_or_default(),
-            max_conversations: limits.max_conversations,
-            max_kept: limits.max_kept,
-            require_loaded: store.is_some(),
-            members: Members { tenant: &tenant, users: &users },
+        let named = once_each(members, None);
+        let users = match &store {
+            Some(url) => recall_audience(url, &tenant, &conversation, named).await?,
+            None => named,
         };
-        let recalled = redis::run(&recall).await?;
+        let mut recalled = Recalled::default();
+        // At least one call, so that the head and the log take the recall
+        // even with no member to write.
+        for users in users.chunks(MEMBERS_PER_CALL).chain(users.is_empty().then_some(&[][..])) {
+            let recall = Recall {
+                conversation: &conversation,
+                seq,
+                preview: preview.as_deref().unwrap_or_default(),
+                max_conversations: limits.max_conversations,
+                max_kept: limits.max_kept,
+                require_loaded: store.is_some(),
+                members: Members { tenant: &tenant, users },
+            };
+            let part = redis::run(&recall).await?;
+            recalled.dropped += part.dropped;
+            recalled.large = recalled.large.or(part.large);
+            recalled.logged |= part.logged;
+            recalled.unanswered.extend(part.unanswered);
+        }
         let moved: Vec<ClockMove> = recalled
             .large
             .map(|counter| ClockMove {
@@ -447,6 +480,23 @@ async fn record_in_truth(url: &str, message: &Message) -> Result<(), Error> {
     }
     let sender = message.sender.as_deref().unwrap_or_default();
     sql::record_mentions(url, &message.tenant, &message.conversation, message.seq, sender, &mentioned).await
+}
+
+/// Whom a recall reaches with a SQL store. The truth counts a recall for
+/// every member of the conversation, so Redis does too, whoever the call
+/// names; in a large conversation the recall is its log's, and of those
+/// named it reaches the members alone. Nobody else gets a state.
+async fn recall_audience(
+    url: &str,
+    tenant: &str,
+    conversation: &str,
+    named: Vec<String>,
+) -> Result<Vec<String>, Error> {
+    let audience = sql::audience(url, tenant, conversation, &named).await?;
+    if audience.large {
+        return Ok(named.into_iter().filter(|user| audience.members.contains(user)).collect());
+    }
+    sql::members_of(url, tenant, conversation).await
 }
 
 /// Every member once (the sender always is one), with their role.

@@ -347,6 +347,32 @@ pub struct Audience {
     pub large: bool,
 }
 
+/// Every member the memberships view has in a conversation.
+pub async fn members_of(url: &str, tenant: &str, conversation: &str) -> Result<Vec<String>, Error> {
+    let rows = query_built(url, |store| {
+        let (tenant, conversation) = (text(tenant), text(conversation));
+        let mut params = Vec::new();
+        let mut p = |param: &Param| {
+            params.push(param.clone());
+            store.placeholder(params.len())
+        };
+        let (t, c) = (p(&tenant), p(&conversation));
+        let exact = exactly(store, &mut |param| p(&param), [("tenant", &tenant), ("conversation", &conversation)]);
+        let statement = format!(
+            "SELECT DISTINCT {} FROM unread_memberships WHERE tenant = {t} AND conversation = {c}{exact}",
+            as_key(store, "user_id")
+        );
+        (statement, params)
+    })
+    .await?;
+    rows.into_iter()
+        .map(|mut row| match row.pop() {
+            Some(Value::Text(user)) => Ok(user),
+            _ => Err(malformed("user_id")),
+        })
+        .collect()
+}
+
 /// The next `limit` users of a tenant with a membership, after `after`.
 pub async fn members_after(url: &str, tenant: &str, after: &str, limit: u32) -> Result<Vec<String>, Error> {
     let params = vec![text(tenant), text(after), Param::Int(limit.into())];

@@ -48,7 +48,7 @@ pub use mark_read::MarkRead;
 pub use ping::Ping;
 pub use previews::{NO_PREVIEW, Previews};
 pub use rebuild::{Rebuild, Rebuilt, TruthUser};
-pub use recall::Recall;
+pub use recall::{Recall, Recalled};
 pub use set_flag::{FlagSet, SetFlag};
 pub use touch::{Role, Touch, TouchMode, Touched};
 pub use versions::Versions;

@@ -20,8 +20,9 @@ pub enum Permit {
 }
 
 /// Moves a member's read cursor forward (never back, never more than
-/// `ahead` past the conversation's last message) in one statement; `false`
-/// when the user is not a member, and then nothing is written.
+/// `ahead` past the conversation's last message) in one statement, and
+/// answers the cursor the store holds then; `None` when the user is not a
+/// member, and then nothing is written.
 pub async fn read_as_member(
     url: &str,
     tenant: &str,
@@ -29,7 +30,7 @@ pub async fn read_as_member(
     conversation: &str,
     seq: u64,
     ahead: u64,
-) -> Result<bool, Error> {
+) -> Result<Option<u64>, Error> {
     let now = crate::now_ms() as i64;
     let rows = query_built(url, |store| {
         let values = [text(tenant), text(user), text(conversation), Param::Int(seq as i64), Param::Int(ahead as i64)];
@@ -38,9 +39,46 @@ pub async fn read_as_member(
     .await?;
     if rows.is_empty() && !returning(url).await? {
         // MySQL answers no rows to an upsert: it wrote one if the user is a member.
-        return Ok(permit(url, tenant, user, conversation, None, false).await? == Permit::Member);
+        if permit(url, tenant, user, conversation, None, false).await? != Permit::Member {
+            return Ok(None);
+        }
+        return read_cursor(url, tenant, user, conversation).await;
     }
-    Ok(!rows.is_empty())
+    rows.first().map(|row| cursor(row)).transpose()
+}
+
+/// The read cursor of a row that answered `read_seq`.
+fn cursor(row: &[Value]) -> Result<u64, Error> {
+    match row {
+        [Value::Int(seq)] => u64::try_from(*seq).map_err(|_| malformed("read_seq")),
+        _ => Err(malformed("read_seq")),
+    }
+}
+
+/// The member's read cursor as the store holds it (MySQL, whose upsert
+/// answers no rows).
+async fn read_cursor(url: &str, tenant: &str, user: &str, conversation: &str) -> Result<Option<u64>, Error> {
+    let rows = query_built(url, |store| {
+        let (tenant, user, conversation) = (text(tenant), text(user), text(conversation));
+        let mut params = Vec::new();
+        let mut p = |param: &Param| {
+            params.push(param.clone());
+            store.placeholder(params.len())
+        };
+        let (t, u, c) = (p(&tenant), p(&user), p(&conversation));
+        let exact = exactly(
+            store,
+            &mut |param| p(&param),
+            [("tenant", &tenant), ("user_id", &user), ("conversation", &conversation)],
+        );
+        let statement = format!(
+            "SELECT read_seq FROM unread_read_cursors WHERE tenant = {t} AND user_id = {u} \
+             AND conversation = {c}{exact}"
+        );
+        (statement, params)
+    })
+    .await?;
+    rows.first().map(|row| cursor(row)).transpose()
 }
 
 /// The upsert of [`read_as_member`], with its parameters in the order its
@@ -74,7 +112,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
              ON DUPLICATE KEY UPDATE \
              updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread = 1, VALUES(updated_at), updated_at), \
              read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = 0{}",
-            if mysql.returning { " RETURNING 1" } else { "" }
+            if mysql.returning { " RETURNING read_seq" } else { "" }
         ),
         Store::Postgres(_) => format!(
             "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 \
@@ -82,7 +120,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
              read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = 0, \
              updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread = 1 \
                THEN EXCLUDED.updated_at ELSE c.updated_at END \
-             RETURNING 1"
+             RETURNING c.read_seq"
         ),
     };
     (statement, params)
