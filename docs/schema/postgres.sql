@@ -57,6 +57,7 @@ CREATE VIEW unread_conversation_heads AS
   JOIN app_messages m
     ON m.tenant = c.tenant AND m.conversation = c.conversation AND m.seq = c.last_seq;
 
--- Who sees which conversation.
+-- Who sees which conversation: one row per member of a conversation (the truth
+-- counts each row it finds).
 CREATE VIEW unread_memberships AS
   SELECT tenant, conversation, user_id FROM app_members;

@@ -170,3 +170,29 @@ async fn a_list_page_renews_the_heads_of_rows_older_than_half_a_heads_life() {
         assert_eq!((gets() - gets_before, scripts() - scripts_before), (3, 3));
     }
 }
+
+/// A service asking for the badges of users the truth has nothing for (a
+/// push gateway's stale ids) gets their empty badges, and Redis keeps no
+/// keys for them: only a user's own read loads a user with nothing.
+#[tokio::test]
+async fn badges_of_users_nobody_knows_store_nothing() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        seed(&app, Some(&store)).await;
+        let before = app.redis.keys();
+        let ghosts: Vec<String> = (0..50).map(|i| format!("ghost{i}")).collect();
+        let mut users: Vec<&str> = ghosts.iter().map(String::as_str).collect();
+        users.push("mallory");
+        let answer = app.badges("acme", &users).await;
+        assert_eq!(answer.status, 200, "{kind:?}: {:?}", answer.body);
+        let totals: Vec<u64> =
+            answer.body["badges"].as_array().unwrap().iter().map(|b| b["total"].as_u64().unwrap()).collect();
+        assert_eq!(totals[..50], [0; 50], "{kind:?}");
+        assert_eq!(totals[50], 1, "{kind:?}: a member's badge is theirs");
+        let stored: Vec<String> = app.redis.keys().into_iter().filter(|key| !before.contains(key)).collect();
+        assert!(stored.iter().all(|key| !key.contains("ghost")), "{kind:?}: {stored:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -79,15 +79,21 @@ pub type Missed = (String, Option<String>);
 /// The badges of users of `tenant`, from one read of their truth: a user
 /// with a version (Redis answered a miss) is rebuilt in Redis from it too,
 /// all in one rebuild (best effort: if Redis moved meanwhile, the next
-/// request rebuilds); one without (Redis unreachable) gets a degraded badge.
-pub async fn badges_of_users(url: &str, tenant: &str, users: &[Missed]) -> Result<Vec<AppBadge>, Error> {
+/// request rebuilds; `reader`: who asked); one without (Redis unreachable)
+/// gets a degraded badge.
+pub async fn badges_of_users(
+    url: &str,
+    tenant: &str,
+    users: &[Missed],
+    reader: Reader,
+) -> Result<Vec<AppBadge>, Error> {
     let limits = Limits::read().await?;
     let names: Vec<String> = users.iter().map(|(user, _)| user.clone()).collect();
     let truth = sql::truth(url, tenant, &names, limits).await?;
     let missed: Vec<(String, String)> =
         users.iter().filter_map(|(user, version)| Some((user.clone(), version.clone()?))).collect();
     if !missed.is_empty() {
-        let _ = reconcile::rebuild(tenant, &missed, &truth, Reader::TheUser, limits).await;
+        let _ = reconcile::rebuild(tenant, &missed, &truth, reader, limits).await;
     }
     let by_user = truth.rows_by_user();
     Ok(users

@@ -28,6 +28,7 @@ use bindings::unread::core::types::{
     Reachability, ReadState, ReconcileReport, UserScope,
 };
 use config::Limits;
+use reconcile::Reader;
 use scripts::{
     Adopt, Badge, ClockMove, ForgetJoiners, GroupLogs, Join, Leave, List, ListCursor, Loaded, MarkRead, Members,
     MoveClocks, Previews, Recall, Recalled, RecordJoiners, Role, Touch, TouchMode, Touched, WantedLog,
@@ -345,8 +346,10 @@ impl Guest for Core {
     }
 
     async fn badge(who: Principal, category: Option<String>) -> Result<AppBadge, Error> {
-        let badge =
-            badges_of(&who.tenant, std::slice::from_ref(&who.user)).await?.pop().ok_or_else(script::malformed)?;
+        let badge = badges_of(&who.tenant, std::slice::from_ref(&who.user), Reader::TheUser)
+            .await?
+            .pop()
+            .ok_or_else(script::malformed)?;
         Ok(match category {
             Some(only) => {
                 scripts::badge_of(badge.categories.into_iter().filter(|c| c.category == only).collect(), badge.source)
@@ -356,7 +359,9 @@ impl Guest for Core {
     }
 
     async fn badges(tenant: String, users: Vec<String>) -> Result<Vec<AppBadge>, Error> {
-        badges_of(&tenant, &users).await
+        // A service asked, not the users: one the truth has nothing for (a
+        // push gateway's stale id) gets no keys.
+        badges_of(&tenant, &users, Reader::Caller).await
     }
 
     async fn reconcile(tenant: String, scope: UserScope) -> Result<ReconcileReport, Error> {
@@ -408,7 +413,9 @@ mod export {
 /// The badges of `users`, in their order, in one script call; with a SQL
 /// store, a user Redis has not loaded (or every user, when Redis cannot be
 /// reached) from the truth.
-async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Error> {
+/// The users' badges; `reader` says who asked (a user with nothing is loaded
+/// on their own read alone).
+async fn badges_of(tenant: &str, users: &[String], reader: Reader) -> Result<Vec<AppBadge>, Error> {
     let store = sql::configured().await?;
     let badge =
         Badge { users: Members { tenant, users }, require_loaded: store.is_some(), limits: Limits::read().await? };
@@ -439,7 +446,7 @@ async fn badges_of(tenant: &str, users: &[String]) -> Result<Vec<AppBadge>, Erro
         };
     if !from_truth.is_empty() {
         let Some(url) = &store else { return Err(script::malformed()) };
-        let mut answered = degraded::badges_of_users(url, tenant, &from_truth).await?.into_iter();
+        let mut answered = degraded::badges_of_users(url, tenant, &from_truth, reader).await?.into_iter();
         for badge in badges.iter_mut().filter(|badge| badge.is_none()) {
             *badge = Some(answered.next().ok_or_else(script::malformed)?);
         }

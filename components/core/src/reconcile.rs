@@ -15,7 +15,7 @@
 use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
 use crate::redis;
-use crate::scripts::{Heads, MoveClocks, Rebuild, Rebuilt, TruthUser, Versions};
+use crate::scripts::{ForgetLoaded, Heads, MoveClocks, Rebuild, Rebuilt, TruthUser, Versions};
 use crate::sql::{self, Truth, TruthRow};
 
 /// Users per Redis script and SQL query.
@@ -71,7 +71,16 @@ pub async fn walk_members(
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.
 pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) -> Result<Vec<Rebuilt>, Error> {
-    check_users(url, tenant, users, limits, false).await
+    let rebuilt = check_users(url, tenant, users, limits, false).await?;
+    // A user whose state moved through every attempt (a busy user) still
+    // holds what it held before the change the caller wrote to the truth:
+    // no longer loaded, the user is rebuilt by their next call instead.
+    let unsettled: Vec<(String, String)> =
+        rebuilt.iter().filter(|r| !r.done).map(|r| (tenant.to_string(), r.user.clone())).collect();
+    if !unsettled.is_empty() {
+        redis::run(&ForgetLoaded { users: &unsettled }).await?;
+    }
+    Ok(rebuilt)
 }
 
 /// [`check`]; `for_drift` (a reconcile): a user whose state and truth differ
