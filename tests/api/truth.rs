@@ -368,18 +368,25 @@ async fn a_touch_refused_for_its_category_writes_nothing() {
 /// The app moves a conversation to another category in its view: the next
 /// touch, in the new category, is the truth's, though Redis still has the old
 /// one. It is not refused (every retry would be, while the store already
-/// holds the message): the members are rebuilt in the new category, counting
-/// the message, with no drift left for a reconcile, and the touches after it
-/// land as usual.
+/// holds the message): the conversation takes the new category in Redis,
+/// its members count the message there, with no drift left for a
+/// reconcile, and the touches after it land as usual. In a large
+/// conversation too, where a sender who is no member mentions everyone: the
+/// members catch up with the message and its mention in the new category.
 #[tokio::test]
 async fn a_touch_in_the_category_the_app_moved_its_conversation_to_is_taken() {
     for kind in KINDS {
         let store = MessageStore::create(kind).await;
-        let app = app_on(&store).await;
+        let app = App::with(Setup {
+            sql_url: Some(store.url.clone()),
+            variables: vec![("large_group_threshold", "3".into())],
+            ..Setup::default()
+        })
+        .await;
+        let moved = "UPDATE app_conversations SET category = 'work' WHERE tenant = ? AND conversation = ?";
         conversation(&store, "c1", "chat", &["u1", "u2"]).await;
         send(&app, &store, "c1", 1, "u1", &["u1", "u2"]).await;
         assert_eq!(app.badge("acme", "u2").await.body["categories"], json!({"chat": 1}), "{kind:?}");
-        let moved = "UPDATE app_conversations SET category = 'work' WHERE tenant = ? AND conversation = ?";
         store.exec(moved, &[s("acme"), s("c1")]).await;
         let answer = send(&app, &store, "c1", 2, "u1", &["u1", "u2"]).await;
         assert_eq!(answer, json!({"applied": true}), "{kind:?}");
@@ -387,11 +394,29 @@ async fn a_touch_in_the_category_the_app_moved_its_conversation_to_is_taken() {
         assert_eq!((&row["category"], &row["unread"], &row["last_seq"]), (&json!("work"), &json!(2), &json!(2)));
         assert_eq!(app.badge("acme", "u2").await.body["categories"], json!({"work": 2}), "{kind:?}");
         assert_eq!(app.row("acme", "u1", "c1").await.unwrap()["category"], "work", "{kind:?}");
-        let clean = app.reconcile(json!({"tenant": "acme", "users": ["u1", "u2"]})).await.body;
-        assert_eq!((&clean["drifted"], &clean["max_drift"]), (&json!(0), &json!(0)), "{kind:?}");
         assert_eq!(send(&app, &store, "c1", 3, "u1", &["u1", "u2"]).await, json!({"applied": true}), "{kind:?}");
         assert_eq!(app.row("acme", "u2", "c1").await.unwrap()["unread"], 3, "{kind:?}");
-        assert_eq!(assert_badge_consistent(&app, "acme", "u2").await, 3, "{kind:?}");
+
+        let everyone = ["u1", "u2", "u3", "u4"];
+        conversation(&store, "g", "chat", &everyone).await;
+        send(&app, &store, "g", 1, "u1", &everyone).await; // names more than 3: large
+        store.exec(moved, &[s("acme"), s("g")]).await;
+        let mut touch = message("acme", "g", 2, 1_002, "bot", &["bot"]);
+        (touch["category"], touch["mention_all"]) = (json!("work"), json!(true));
+        store.store_message("acme", "g", 2, 1_002, "bot", &touch["preview"].to_string()).await;
+        let answer = app.touch(touch).await;
+        assert_eq!((answer.status, &answer.body), (200, &json!({"applied": true})), "{kind:?}");
+        for user in ["u2", "u3", "u4"] {
+            let row = app.row("acme", user, "g").await.unwrap();
+            assert_eq!(
+                (&row["category"], &row["unread"], &row["mentions"]),
+                (&json!("work"), &json!(2), &json!(1)),
+                "{kind:?}: {user}"
+            );
+            assert_eq!(assert_badge_consistent(&app, "acme", user).await, if user == "u2" { 5 } else { 2 });
+        }
+        let clean = app.reconcile(json!({"tenant": "acme", "users": everyone})).await.body;
+        assert_eq!((&clean["drifted"], &clean["max_drift"]), (&json!(0), &json!(0)), "{kind:?}");
         drop(app);
         store.drop_database().await;
     }

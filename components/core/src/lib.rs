@@ -118,8 +118,8 @@ impl Guest for Core {
             large: None,
             late: None,
             large_in_truth,
+            category_in_truth: vouched,
         };
-        let named: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
         } else {
@@ -127,14 +127,6 @@ impl Guest for Core {
             redis::run(&touch).await?
         };
         match touched {
-            // The view has the conversation in the message's category, so
-            // Redis holds the category it had before the app moved it: the
-            // named members (and with them the head) are rebuilt from the
-            // truth, which has the message, in the category it has now.
-            Touched::Conflict { .. } if vouched => {
-                answer_from_truth(&store, &message.tenant, &named, limits).await?;
-                Ok(true)
-            }
             Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
             Touched::Unvouched => Err(script::malformed()),
             Touched::Done { applied, mut unanswered, joiners, .. } => {
@@ -267,7 +259,7 @@ impl Guest for Core {
                 members: Members { tenant: &tenant, users },
             };
             let part = redis::run(&recall).await?;
-            recalled.dropped += part.dropped;
+            recalled.dropped = recalled.dropped.saturating_add(part.dropped);
             recalled.large = recalled.large.or(part.large);
             recalled.logged |= part.logged;
             recalled.unanswered.extend(part.unanswered);

@@ -71,7 +71,12 @@ pub async fn walk_members(
 
 /// Versions, then truth, then the guarded rewrite; again for users that moved.
 pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) -> Result<Vec<Rebuilt>, Error> {
-    let rebuilt = check_users(url, tenant, users, limits, false).await?;
+    let mut rebuilt = Vec::new();
+    // A truth read and a rewrite per chunk, as a reconcile does: a recall
+    // with a SQL store may name every member of a big conversation.
+    for chunk in users.chunks(CHUNK) {
+        rebuilt.extend(check_users(url, tenant, chunk, limits, false).await?);
+    }
     // A user whose state moved through every attempt (a busy user) still
     // holds what it held before the change the caller wrote to the truth:
     // no longer loaded, the user is rebuilt by their next call instead.

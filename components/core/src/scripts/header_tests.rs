@@ -125,6 +125,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             large: None,
             late: None,
             large_in_truth: false,
+            category_in_truth: false,
         }),
         encoded(&MarkRead {
             tenant: "t",

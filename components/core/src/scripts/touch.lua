@@ -28,7 +28,9 @@
 -- many members the whole touch names (a part carries some of them).
 -- With a SQL store, `large_in_truth`: the truth has the conversation large
 -- (it records that first), and a Redis that lost its log makes it large
--- again.
+-- again; `category_in_truth`: the truth has the conversation in the
+-- message's category, so a head or state Redis holds in another (the app
+-- moved the conversation) takes the message's instead of refusing it.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
 -- was made by this message), logged (1: the message moved the log, so the
@@ -43,8 +45,8 @@
 local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
-          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth', 'large',
-          'late', 'logs', 'conversations', 'clocks'},
+          'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth',
+          'category_in_truth', 'large', 'late', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -74,6 +76,16 @@ local function answer(applied, counter, fresh, logged, unanswered, joiners, defe
   return out
 end
 
+-- The truth's category: the head takes it (a message's states take theirs
+-- as it reaches them), and no member's is checked against it.
+local recategorized = A.category_in_truth == '1'
+if K and recategorized then
+  local head = get_head(K.head)
+  if head and head.category ~= category then
+    redis.call('SET', K.head, encode_head(head.seq, head.score, category, head.preview), 'KEEPTTL')
+  end
+end
+
 local deferred = {}
 if mode == 'head' then
   -- The head vouches first: a refused or unvouched message reads no member.
@@ -98,7 +110,7 @@ end
 -- (once the head vouched, it answers for its members). What each member has
 -- of it is read once, here.
 local found = {}
-local vouched = mode == 'members' or mode == 'head'
+local vouched = mode == 'members' or mode == 'head' or recategorized
 for i, m in ipairs(members) do
   local st, where = find(m, conv)
   if not vouched and st and st.category ~= '' and st.category ~= category and not has_flag(st, 'x') then

@@ -44,6 +44,9 @@ pub struct Touch<'a> {
     /// With a SQL store: the truth has the conversation large (Redis makes
     /// it large again if it lost its log).
     pub large_in_truth: bool,
+    /// With a SQL store: the truth has the conversation in this message's
+    /// category (the app may have moved it since Redis took its category).
+    pub category_in_truth: bool,
     /// For a members round on Redis Cluster: the counter of the
     /// conversation's log after this message, as the head's round answered
     /// it; none if it is not large.
@@ -149,6 +152,7 @@ impl Script for Touch<'_> {
         call.arg("large_threshold", self.large_threshold);
         call.arg("named", self.named);
         call.arg("large_in_truth", self.large_in_truth);
+        call.arg("category_in_truth", self.category_in_truth);
         call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
         call.arg("late", self.late.as_deref().unwrap_or_default());
         call.logs(self.tenant);
