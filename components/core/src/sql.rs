@@ -365,18 +365,18 @@ pub async fn members_of(url: &str, tenant: &str, conversation: &str) -> Result<V
         (statement, params)
     })
     .await?;
-    rows.into_iter()
-        .map(|mut row| match row.pop() {
-            Some(Value::Text(user)) => Ok(user),
-            _ => Err(malformed("user_id")),
-        })
-        .collect()
+    user_ids(rows)
 }
 
 /// The next `limit` users of a tenant with a membership, after `after`.
 pub async fn members_after(url: &str, tenant: &str, after: &str, limit: u32) -> Result<Vec<String>, Error> {
     let params = vec![text(tenant), text(after), Param::Int(limit.into())];
     let rows = query(url, walk_statement, params).await?;
+    user_ids(rows)
+}
+
+/// The user ids of rows of one `user_id` column.
+fn user_ids(rows: Vec<Vec<Value>>) -> Result<Vec<String>, Error> {
     rows.into_iter()
         .map(|mut row| match row.pop() {
             Some(Value::Text(user)) => Ok(user),
