@@ -576,6 +576,58 @@ async fn the_place_a_conversation_frees_goes_to_the_newest_even_beyond_what_redi
     }
 }
 
+/// A user in more conversations than Redis and the truth's rows hold (the
+/// listed ones, then the kept ones) reads, mutes and marks an older one: the
+/// answer counts that conversation as the store has it, where before a
+/// mark-read answered 0 unread and a setting 404 after writing the store.
+#[tokio::test]
+async fn a_conversation_beyond_the_kept_ones_is_answered_as_the_store_counts_it() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let variables = vec![("max_kept", "1".to_string())];
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
+        let app = App::with(setup).await;
+        for id in ["old", "b", "c"] {
+            conversation(&store, id, "chat", &["u", "x"]).await;
+        }
+        for seq in 1..=4 {
+            send_at(&app, &store, "old", seq, 1_000 + seq, "x", &["u", "x"]).await;
+        }
+        send_at(&app, &store, "b", 1, 2_000, "x", &["u", "x"]).await;
+        send_at(&app, &store, "c", 1, 3_000, "x", &["u", "x"]).await;
+        assert_eq!(crate::support::ids(&app.whole_list("acme", "u", 10).await), ["c"], "{kind:?}");
+
+        let read = app.mark_read("acme", "u", "old", 1).await;
+        assert_eq!(read.status, 200, "{kind:?}: {:?}", read.body);
+        assert_eq!((&read.body["read_seq"], &read.body["unread"]), (&json!(1), &json!(3)), "{kind:?}: {:?}", read.body);
+        assert_eq!(read.body["badge"]["total"], 1, "{kind:?}: only c is listed: {:?}", read.body);
+
+        let muted = app.flag("acme", "u", "old", "mute", json!({"muted": true})).await;
+        assert_eq!(muted.status, 200, "{kind:?}: {:?}", muted.body);
+        let row = &muted.body["conversation"];
+        assert_eq!(
+            (&row["muted"], &row["unread"], &row["read_seq"]),
+            (&json!(true), &json!(3), &json!(1)),
+            "{kind:?}: {row}"
+        );
+
+        let marked = app.flag("acme", "u", "old", "mark-unread", json!({})).await;
+        assert_eq!(marked.status, 200, "{kind:?}: {:?}", marked.body);
+        let row = &marked.body["conversation"];
+        assert_eq!(
+            (&row["marked_unread"], &row["muted"], &row["unread"]),
+            (&json!(true), &json!(true), &json!(3)),
+            "{kind:?}: {row}"
+        );
+        assert_eq!(marked.body["badge"]["total"], 1, "{kind:?}: {:?}", marked.body);
+
+        let stranger = app.flag("acme", "u", "nobodys", "mute", json!({"muted": true})).await;
+        assert_eq!(stranger.status, 404, "{kind:?}: {:?}", stranger.body);
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
 /// A row of the app's views unread cannot read (here a negative time) is
 /// left out of the truth, and its user is taken as one the truth cannot
 /// give whole: a rewrite from it does not make that conversation's next

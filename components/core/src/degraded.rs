@@ -11,12 +11,12 @@ use crate::config::Limits;
 use crate::reconcile::{self, Reader};
 use crate::scripts::{ListCursor, badge_of};
 use crate::sql;
-use crate::sql::TruthRow;
+use crate::sql::{Truth, TruthRow};
 
 /// The user's truth in list order, and where the answer comes from; with
 /// `version` (Redis answered a miss), the user's Redis state is rebuilt from
 /// it too.
-async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<(Vec<TruthRow>, Source), Error> {
+async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<(Truth, Source), Error> {
     let limits = Limits::read().await?;
     let users = std::slice::from_ref(&who.user);
     let truth = sql::truth(url, &who.tenant, users, limits).await?;
@@ -29,7 +29,7 @@ async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Resu
         }
         None => Source::SqlRedisUnreachable,
     };
-    Ok((truth.rows, source))
+    Ok((truth, source))
 }
 
 fn listed(rows: &[TruthRow]) -> impl Iterator<Item = &TruthRow> {
@@ -114,7 +114,8 @@ pub async fn page(
     category: Option<&str>,
     version: Option<String>,
 ) -> Result<Page, Error> {
-    let (rows, source) = user_truth(url, who, version).await?;
+    let (truth, source) = user_truth(url, who, version).await?;
+    let rows = truth.rows;
     let badge = badge(&rows, source);
     let mut rest = listed(&rows)
         .map(conversation)
@@ -128,9 +129,21 @@ pub async fn page(
     Ok(Page { conversations, next_cursor, badge })
 }
 
+/// One conversation of the user's truth: among its rows, or beyond them
+/// (a user with more conversations than the rows hold; not listed then).
+async fn row_of(url: &str, who: &Principal, truth: &Truth, conversation: &str) -> Result<Option<TruthRow>, Error> {
+    match truth.rows.iter().find(|r| r.conversation == conversation) {
+        Some(row) => Ok(Some(row.clone())),
+        None if truth.partial.contains(&who.user) => {
+            sql::beyond_the_rows(url, &who.tenant, &who.user, conversation).await
+        }
+        None => Ok(None),
+    }
+}
+
 /// A mark-read's answer, from SQL (the cursor is already written there, as
-/// far as it may go: the truth's cursor is the answer; `seq` only for a
-/// conversation beyond the rows the truth reads).
+/// far as it may go: the truth's cursor is the answer; `seq`, the store's
+/// cursor, only if the membership was gone by the time the truth was read).
 pub async fn read_state(
     url: &str,
     who: &Principal,
@@ -138,15 +151,15 @@ pub async fn read_state(
     seq: u64,
     version: Option<String>,
 ) -> Result<ReadState, Error> {
-    let (rows, source) = user_truth(url, who, version).await?;
-    let row = rows.iter().find(|r| r.conversation == conversation);
-    let counted = row.map(|r| r.counts().counted()).unwrap_or_default();
+    let (truth, source) = user_truth(url, who, version).await?;
+    let row = row_of(url, who, &truth, conversation).await?;
+    let counted = row.as_ref().map(|r| r.counts().counted()).unwrap_or_default();
     Ok(ReadState {
         conversation: conversation.to_string(),
         read_seq: row.map_or(seq, |r| r.read_seq),
         unread: counted.unread,
         mentions: counted.mentions,
-        badge: badge(&rows, source),
+        badge: badge(&truth.rows, source),
     })
 }
 
@@ -157,8 +170,10 @@ pub async fn conversation_state(
     id: &str,
     version: Option<String>,
 ) -> Result<ConversationState, Error> {
-    let (rows, source) = user_truth(url, who, version).await?;
-    let row =
-        rows.iter().find(|r| r.conversation == id && r.last_seq > 0).ok_or_else(|| crate::unknown_conversation(id))?;
-    Ok(ConversationState { conversation: conversation(row), badge: badge(&rows, source) })
+    let (truth, source) = user_truth(url, who, version).await?;
+    let row = row_of(url, who, &truth, id)
+        .await?
+        .filter(|r| r.last_seq > 0)
+        .ok_or_else(|| crate::unknown_conversation(id))?;
+    Ok(ConversationState { conversation: conversation(&row), badge: badge(&truth.rows, source) })
 }

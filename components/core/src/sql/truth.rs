@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Param, Store, Value, as_key, exactly, malformed, query, query_built, text};
+use super::{Param, Store, Value, as_key, exactly, malformed, query_built, text};
 use crate::Error;
 use crate::config::Limits;
 use crate::state::{self, Counts};
@@ -111,8 +111,49 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         return Ok(Truth { rows: Vec::new(), partial: HashSet::new() });
     }
     let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
-    let rows =
-        query_built(url, |store| heads_statement(store, tenant, users, wanted)).await.map_err(|error| match error {
+    let (ranked, mut partial) = read(url, tenant, users, None, wanted).await?;
+    let mut per_user: HashMap<String, u64> = HashMap::new();
+    let mut rows: Vec<TruthRow> = ranked
+        .into_iter()
+        .map(|(row, rank)| {
+            *per_user.entry(row.user.clone()).or_default() += 1;
+            let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
+            TruthRow { listed, ..row }
+        })
+        .collect();
+    // Users the truth cannot give whole: Redis must not drop, nor build
+    // afresh, a conversation of theirs the truth did not give.
+    partial.extend(per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user));
+    rows.sort_by(|a, b| b.order().cmp(&a.order()));
+    Ok(Truth { rows, partial })
+}
+
+/// One conversation of a user whose truth [`truth`] could not give whole
+/// (see [`Truth::partial`]), for an answer about that conversation: a row
+/// beyond the ones `truth` gives is in neither the list nor what is kept,
+/// so it is never `listed`. None: the user is no member of it.
+pub async fn beyond_the_rows(
+    url: &str,
+    tenant: &str,
+    user: &str,
+    conversation: &str,
+) -> Result<Option<TruthRow>, Error> {
+    let (rows, _) = read(url, tenant, std::slice::from_ref(&user.to_string()), Some(conversation), 1).await?;
+    Ok(rows.into_iter().next().map(|(row, _)| TruthRow { listed: false, ..row }))
+}
+
+/// The first `wanted` conversations of each of `users` in list order (or
+/// only `conversation`), each with its rank and its marks; and the users
+/// one of whose rows could not be read.
+async fn read(
+    url: &str,
+    tenant: &str,
+    users: &[String],
+    conversation: Option<&str>,
+    wanted: u64,
+) -> Result<(Vec<(TruthRow, u64)>, HashSet<String>), Error> {
+    let rows = query_built(url, |store| heads_statement(store, tenant, users, conversation, wanted)).await.map_err(
+        |error| match error {
             // A column of a type the driver cannot give (a raw TIMESTAMPTZ or
             // DATETIME last_ts, say) fails the whole statement: say where to look.
             Error::Unavailable(reason) => Error::Unavailable(format!(
@@ -120,12 +161,10 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
              see docs/schema/ for the columns' types)"
             )),
             other => other,
-        })?;
-    let mut per_user: HashMap<String, u64> = HashMap::new();
-    // Users the truth cannot give whole: Redis must not drop, nor build
-    // afresh, a conversation of theirs the truth did not give.
-    let mut partial: HashSet<String> = HashSet::new();
-    let mut rows: Vec<TruthRow> = rows
+        },
+    )?;
+    let mut unreadable: HashSet<String> = HashSet::new();
+    let mut rows: Vec<(TruthRow, u64)> = rows
         .into_iter()
         .filter_map(|row| {
             let user = match row.first() {
@@ -133,26 +172,21 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
                 _ => None,
             };
             match truth_row(row) {
-                Ok((row, rank)) => {
-                    *per_user.entry(row.user.clone()).or_default() += 1;
-                    let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
-                    Some(TruthRow { listed, ..row })
-                }
+                Ok(ranked) => Some(ranked),
                 // One bad row of the app's views must not stop every answer of its user.
                 Err(problem) => {
                     eprintln!("unread: warning: skipped a row of tenant={tenant}'s views: {problem}");
                     match user {
-                        Some(user) => partial.extend([user]),
-                        None => partial.extend(users.iter().cloned()),
+                        Some(user) => unreadable.extend([user]),
+                        None => unreadable.extend(users.iter().cloned()),
                     }
                     None
                 }
             }
         })
         .collect();
-    partial.extend(per_user.into_iter().filter(|(_, n)| *n >= wanted).map(|(user, _)| user));
-    let marks = marks(url, tenant, users).await?;
-    for row in &mut rows {
+    let marks = marks(url, tenant, users, conversation).await?;
+    for (row, _) in &mut rows {
         let key = (row.user.clone(), row.conversation.clone());
         let (mut mentions, mut recalled) = marks.get(&key).cloned().unwrap_or_default();
         recalled.sort_unstable();
@@ -162,21 +196,15 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         mentions.dedup();
         (row.mentions, row.recalled) = (mentions, recalled);
     }
-    rows.sort_by(|a, b| b.order().cmp(&a.order()));
-    Ok(Truth { rows, partial })
+    Ok((rows, unreadable))
 }
 
 /// (mention seqs, recalled seqs) above each (user, conversation)'s cursor.
 type Marks = HashMap<(String, String), (Vec<u64>, Vec<u64>)>;
 
-async fn marks(url: &str, tenant: &str, users: &[String]) -> Result<Marks, Error> {
-    // In the order the statement's placeholders occur.
-    let mut params = vec![text(tenant)];
-    params.extend(users.iter().map(|u| text(u)));
-    params.push(text(tenant));
-    params.extend(users.iter().map(|u| text(u)));
+async fn marks(url: &str, tenant: &str, users: &[String], conversation: Option<&str>) -> Result<Marks, Error> {
     let mut marks = Marks::new();
-    for row in query(url, |store| marks_statement(store, users.len()), params).await? {
+    for row in query_built(url, |store| marks_statement(store, tenant, users, conversation)).await? {
         let mut values = row.into_iter();
         let mut next_text = || match values.next() {
             Some(Value::Text(t)) => Ok(t),
@@ -199,14 +227,21 @@ async fn marks(url: &str, tenant: &str, users: &[String]) -> Result<Marks, Error
 /// The users' member conversations in list order (pinned, then newest; one
 /// without messages last; ties by conversation id, byte by byte, as Redis
 /// orders a sorted set's equal scores), the first `wanted` of each user
-/// with their rank; with its parameters in the order its placeholders occur.
+/// with their rank (or only `conversation`); with its parameters in the
+/// order its placeholders occur.
 ///
 /// The app's views may compare ids through a case-insensitive collation
 /// (MySQL's default): there `bob` would also read `Bob`'s rows, and `c1`
 /// would join `C1`'s head. unread's ids are exact bytes, so on MySQL each
 /// match is made again on the binary values (the plain comparisons stay
 /// for the views' indexes), and ranks and ties go by the binary values.
-fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -> (String, Vec<Param>) {
+fn heads_statement(
+    store: &Store,
+    tenant: &str,
+    users: &[String],
+    conversation: Option<&str>,
+    wanted: u64,
+) -> (String, Vec<Param>) {
     let mut params = Vec::new();
     let mut p = |param: Param| {
         params.push(param);
@@ -232,6 +267,15 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -
         )
     } else {
         (String::new(), String::new())
+    };
+    let only = match conversation {
+        Some(c) => {
+            // In the order the placeholders occur (MySQL's are positional).
+            let at = p(text(c));
+            let same = exactly(store, &mut p, [("m.conversation", &text(c))]);
+            format!(" AND m.conversation = {at}{same}")
+        }
+        None => String::new(),
     };
     let wanted = p(Param::Int(wanted as i64));
     // A sender has read their own message, even when its touch (which moves
@@ -263,48 +307,48 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], wanted: u64) -
            LEFT JOIN unread_read_cursors r \
              ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
            LEFT JOIN unread_large_conversations g ON g.tenant = m.tenant AND g.conversation = m.conversation \
-           WHERE m.tenant = {tenant_at} AND m.user_id IN ({user_list}){same_member}\
+           WHERE m.tenant = {tenant_at} AND m.user_id IN ({user_list}){same_member}{only}\
          ) t WHERE rn <= {wanted}",
     );
     (statement, params)
 }
 
 /// (kind 'r' | 'm', user, conversation, seq) of the users' member
-/// conversations, above each user's cursor (a mention never counts for its
-/// sender). Placeholders: tenant, users (recalls); tenant, users (mentions).
-fn marks_statement(store: &Store, users: usize) -> String {
-    let counter = std::cell::Cell::new(0);
-    let next = || {
-        counter.set(counter.get() + 1);
-        store.placeholder(counter.get())
+/// conversations (or only `conversation`), above each user's cursor (a
+/// mention never counts for its sender); with its parameters in the order
+/// its placeholders occur.
+fn marks_statement(store: &Store, tenant: &str, users: &[String], conversation: Option<&str>) -> (String, Vec<Param>) {
+    let mut params = Vec::new();
+    let mut p = |param: Param| {
+        params.push(param);
+        store.placeholder(params.len())
     };
-    let list = || (0..users).map(|_| next()).collect::<Vec<_>>().join(", ");
-    let as_key = |column: &str| match store {
-        Store::Mysql(_) => format!("CAST({column} AS BINARY)"),
-        Store::Postgres(_) => column.to_string(),
+    let mut scope = |marks: &str| {
+        let tenant_at = p(text(tenant));
+        let list = users.iter().map(|user| p(text(user))).collect::<Vec<_>>().join(", ");
+        let only = conversation.map(|c| format!(" AND {marks}.conversation = {}", p(text(c)))).unwrap_or_default();
+        format!("{marks}.tenant = {tenant_at} AND m.user_id IN ({list}){only}")
     };
     let cursor = "LEFT JOIN unread_read_cursors r \
                     ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation";
     let recalls = format!(
         "SELECT 'r' AS kind, {} AS user_id, {} AS conversation, x.seq AS seq FROM unread_recalls x \
            JOIN unread_memberships m ON m.tenant = x.tenant AND m.conversation = x.conversation {cursor} \
-           WHERE x.tenant = {} AND m.user_id IN ({}) AND x.seq > COALESCE(r.read_seq, 0)",
-        as_key("m.user_id"),
-        as_key("x.conversation"),
-        next(),
-        list(),
+           WHERE {} AND x.seq > COALESCE(r.read_seq, 0)",
+        as_key(store, "m.user_id"),
+        as_key(store, "x.conversation"),
+        scope("x"),
     );
     let mentions = format!(
         "SELECT 'm', {}, {}, y.seq FROM unread_mentions y \
            JOIN unread_memberships m ON m.tenant = y.tenant AND m.conversation = y.conversation \
              AND (y.user_id = m.user_id OR y.user_id = '*') {cursor} \
-           WHERE y.tenant = {} AND m.user_id IN ({}) AND y.seq > COALESCE(r.read_seq, 0) AND y.sender <> m.user_id",
-        as_key("m.user_id"),
-        as_key("y.conversation"),
-        next(),
-        list(),
+           WHERE {} AND y.seq > COALESCE(r.read_seq, 0) AND y.sender <> m.user_id",
+        as_key(store, "m.user_id"),
+        as_key(store, "y.conversation"),
+        scope("y"),
     );
-    format!("{recalls} UNION ALL {mentions}")
+    (format!("{recalls} UNION ALL {mentions}"), params)
 }
 
 /// A row of [`heads_statement`] and its rank; or what is wrong with it, with
