@@ -4,10 +4,11 @@
 //! nothing, so an operator can try a clear first.
 //!
 //! Per batch of users: with a SQL store they are reconciled first (so Redis
-//! holds their truth), then the category's inventory is read, the read
-//! cursors are written to SQL, and the clear script marks read up to the
-//! inventoried seqs — never past them, so a message arriving meanwhile
-//! stays unread.
+//! holds their truth), then the category's inventory is read (with the
+//! conversations only the store holds, of a user in more than Redis keeps),
+//! the read cursors are written to SQL, and the clear script marks read up
+//! to the inventoried seqs — never past them, so a message arriving
+//! meanwhile stays unread.
 
 use crate::bindings::unread::core::types::{ClearReport, Error, UserScope};
 use crate::config::Limits;
@@ -35,14 +36,26 @@ pub async fn run(
     let mut report = ClearReport { users: 0, conversations: 0, unread: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
         let inventory = match &store {
-            // A dry run writes nothing, not even a repair: it reads the truth.
-            Some(url) if dry_run => from_truth(url, tenant, chunk, category, limits).await?,
+            // A dry run writes nothing, not even a repair: it reads what the
+            // inventory script would find once the users were reconciled.
+            Some(url) if dry_run => to_clear(chunk, &sql::truth(url, tenant, chunk, limits).await?.rows, category),
             _ => {
                 if let Some(url) = &store {
                     reconcile::check(url, tenant, chunk, limits).await?;
                 }
                 redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
             }
+        };
+        // A user in more conversations than `max_conversations + max_kept`
+        // has some that neither Redis nor the truth's rows hold: only the
+        // store has them, and a clear must not leave them behind, to come
+        // back with their backlog at their next message.
+        let inventory = match &store {
+            Some(url) => {
+                let beyond = sql::all_beyond_the_rows(url, tenant, chunk, limits).await?;
+                with_the_rest(inventory, to_clear(chunk, &beyond, category))
+            }
+            None => inventory,
         };
         let inventory: Inventory = inventory.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         report.users += inventory.len() as u32;
@@ -55,26 +68,35 @@ pub async fn run(
     Ok(report)
 }
 
-/// What the inventory script would find once the users were reconciled:
-/// their conversations of `category` (listed or kept) with something to clear.
-async fn from_truth(
-    url: &str,
-    tenant: &str,
-    users: &[String],
-    category: &str,
-    limits: Limits,
-) -> Result<Inventory, Error> {
-    let truth = sql::truth(url, tenant, users, limits).await?;
+/// Each user's rows of `category` with something to clear.
+fn to_clear(users: &[String], rows: &[sql::TruthRow], category: &str) -> Inventory {
     let inventory = users.iter().map(|user| {
-        let rows = truth
-            .rows
+        let rows = rows
             .iter()
             .filter(|r| &r.user == user && r.category == category && (r.read_seq < r.last_seq || r.marked_unread))
             .map(|r| (r.conversation.clone(), r.last_seq, r.counts().counted().unread))
             .collect();
         (user.clone(), rows)
     });
-    Ok(inventory.collect())
+    inventory.collect()
+}
+
+/// The inventory with each user's `rest` added, but for a conversation it
+/// already holds (Redis's cursor and seq for it are the ones a clear takes).
+fn with_the_rest(mut inventory: Inventory, rest: Inventory) -> Inventory {
+    for (user, rows) in rest {
+        let index = match inventory.iter().position(|(u, _)| *u == user) {
+            Some(index) => index,
+            None => {
+                inventory.push((user, Vec::new()));
+                inventory.len() - 1
+            }
+        };
+        let held = &mut inventory[index].1;
+        let fresh: Vec<_> = rows.into_iter().filter(|(c, _, _)| held.iter().all(|(h, _, _)| h != c)).collect();
+        held.extend(fresh);
+    }
+    inventory
 }
 
 /// Writes the cursors to SQL first (the truth), then clears Redis.

@@ -136,6 +136,53 @@ async fn clear_category_writes_the_truth_first() {
     }
 }
 
+/// A user in more conversations than Redis and the truth's rows hold
+/// (here one listed, one kept): a clear reaches the older ones too, in the
+/// store, so that the next message there counts one, not the old backlog.
+#[tokio::test]
+async fn a_clear_reaches_the_conversations_only_the_store_holds() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let variables = vec![("max_kept", "1".to_string())];
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 1, variables, ..Setup::default() };
+        let app = App::with(setup).await;
+        let send = |conversation: &'static str, seq: u64, ts: u64| {
+            let (app, store) = (&app, &store);
+            async move {
+                let mut touch = message("acme", conversation, seq, ts, "bot", &["u2"]);
+                touch["category"] = json!("system");
+                store.store_message("acme", conversation, seq, ts, "bot", &touch["preview"].to_string()).await;
+                assert_eq!(app.touch(touch).await.status, 200);
+            }
+        };
+        for conversation in ["old", "b", "c"] {
+            store.create_conversation("acme", conversation, "system", &["u2".to_string()]).await;
+        }
+        for seq in 1..=3 {
+            send("old", seq, 1_000 + seq).await;
+        }
+        send("b", 1, 2_000).await;
+        send("c", 1, 3_000).await;
+
+        let request = json!({"tenant": "acme", "users": ["u2"], "category": "system"});
+        let mut dry_run = request.clone();
+        dry_run["dry_run"] = json!(true);
+        let dry = clear_category(&app, dry_run).await.body;
+        assert_eq!((&dry["conversations"], &dry["unread"]), (&json!(3), &json!(5)), "{kind:?}: {dry}");
+        let cleared = clear_category(&app, request).await.body;
+        assert_eq!((&cleared["conversations"], &cleared["unread"]), (&json!(3), &json!(5)), "{kind:?}: {cleared}");
+        let cursors = store.cursors("acme").await;
+        assert_eq!(cursors.get(&("u2".to_string(), "old".to_string())), Some(&3), "{kind:?}");
+
+        send("old", 4, 4_000).await;
+        let row = app.row("acme", "u2", "old").await.expect("old is listed again");
+        assert_eq!((&row["unread"], &row["read_seq"]), (&json!(1), &json!(3)), "{kind:?}: {row}");
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
 #[tokio::test]
 async fn list_and_badge_filter_by_category() {
     let app = App::start().await;

@@ -111,7 +111,7 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         return Ok(Truth { rows: Vec::new(), partial: HashSet::new() });
     }
     let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
-    let (ranked, mut partial) = read(url, tenant, users, None, wanted).await?;
+    let (ranked, mut partial) = read(url, tenant, users, Window::First(wanted)).await?;
     let mut per_user: HashMap<String, u64> = HashMap::new();
     let mut rows: Vec<TruthRow> = ranked
         .into_iter()
@@ -138,22 +138,48 @@ pub async fn beyond_the_rows(
     user: &str,
     conversation: &str,
 ) -> Result<Option<TruthRow>, Error> {
-    let (rows, _) = read(url, tenant, std::slice::from_ref(&user.to_string()), Some(conversation), 1).await?;
+    let (rows, _) = read(url, tenant, std::slice::from_ref(&user.to_string()), Window::Only(conversation)).await?;
     Ok(rows.into_iter().next().map(|(row, _)| TruthRow { listed: false, ..row }))
 }
 
-/// The first `wanted` conversations of each of `users` in list order (or
-/// only `conversation`), each with its rank and its marks; and the users
-/// one of whose rows could not be read.
+/// Every conversation of `users` beyond the rows [`truth`] gives them (the
+/// users it could not give whole): never listed, in no particular order.
+pub async fn all_beyond_the_rows(
+    url: &str,
+    tenant: &str,
+    users: &[String],
+    limits: Limits,
+) -> Result<Vec<TruthRow>, Error> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
+    let (rows, _) = read(url, tenant, users, Window::Beyond(wanted)).await?;
+    Ok(rows.into_iter().map(|(row, _)| TruthRow { listed: false, ..row }).collect())
+}
+
+/// Which of each user's conversations, in list order, a read takes.
+#[derive(Clone, Copy)]
+enum Window<'a> {
+    /// The first so many.
+    First(u64),
+    /// All after the first so many.
+    Beyond(u64),
+    /// This one conversation.
+    Only(&'a str),
+}
+
+/// The conversations of each of `users` in the `window`, each with its
+/// rank in list order and its marks; and the users one of whose rows could
+/// not be read.
 async fn read(
     url: &str,
     tenant: &str,
     users: &[String],
-    conversation: Option<&str>,
-    wanted: u64,
+    window: Window<'_>,
 ) -> Result<(Vec<(TruthRow, u64)>, HashSet<String>), Error> {
-    let rows = query_built(url, |store| heads_statement(store, tenant, users, conversation, wanted)).await.map_err(
-        |error| match error {
+    let rows =
+        query_built(url, |store| heads_statement(store, tenant, users, window)).await.map_err(|error| match error {
             // A column of a type the driver cannot give (a raw TIMESTAMPTZ or
             // DATETIME last_ts, say) fails the whole statement: say where to look.
             Error::Unavailable(reason) => Error::Unavailable(format!(
@@ -161,8 +187,7 @@ async fn read(
              see docs/schema/ for the columns' types)"
             )),
             other => other,
-        },
-    )?;
+        })?;
     let mut unreadable: HashSet<String> = HashSet::new();
     let mut rows: Vec<(TruthRow, u64)> = rows
         .into_iter()
@@ -185,7 +210,11 @@ async fn read(
             }
         })
         .collect();
-    let marks = marks(url, tenant, users, conversation).await?;
+    let only = match window {
+        Window::Only(conversation) => Some(conversation),
+        Window::First(_) | Window::Beyond(_) => None,
+    };
+    let marks = marks(url, tenant, users, only).await?;
     for (row, _) in &mut rows {
         let key = (row.user.clone(), row.conversation.clone());
         let (mut mentions, mut recalled) = marks.get(&key).cloned().unwrap_or_default();
@@ -226,22 +255,15 @@ async fn marks(url: &str, tenant: &str, users: &[String], conversation: Option<&
 
 /// The users' member conversations in list order (pinned, then newest; one
 /// without messages last; ties by conversation id, byte by byte, as Redis
-/// orders a sorted set's equal scores), the first `wanted` of each user
-/// with their rank (or only `conversation`); with its parameters in the
-/// order its placeholders occur.
+/// orders a sorted set's equal scores), those of each user in the `window`
+/// with their rank; with its parameters in the order its placeholders occur.
 ///
 /// The app's views may compare ids through a case-insensitive collation
 /// (MySQL's default): there `bob` would also read `Bob`'s rows, and `c1`
 /// would join `C1`'s head. unread's ids are exact bytes, so on MySQL each
 /// match is made again on the binary values (the plain comparisons stay
 /// for the views' indexes), and ranks and ties go by the binary values.
-fn heads_statement(
-    store: &Store,
-    tenant: &str,
-    users: &[String],
-    conversation: Option<&str>,
-    wanted: u64,
-) -> (String, Vec<Param>) {
+fn heads_statement(store: &Store, tenant: &str, users: &[String], window: Window<'_>) -> (String, Vec<Param>) {
     let mut params = Vec::new();
     let mut p = |param: Param| {
         params.push(param);
@@ -268,16 +290,20 @@ fn heads_statement(
     } else {
         (String::new(), String::new())
     };
-    let only = match conversation {
-        Some(c) => {
-            // In the order the placeholders occur (MySQL's are positional).
+    // In the order the placeholders occur (MySQL's are positional).
+    let only = match window {
+        Window::Only(c) => {
             let at = p(text(c));
             let same = exactly(store, &mut p, [("m.conversation", &text(c))]);
             format!(" AND m.conversation = {at}{same}")
         }
-        None => String::new(),
+        Window::First(_) | Window::Beyond(_) => String::new(),
     };
-    let wanted = p(Param::Int(wanted as i64));
+    let ranks = match window {
+        Window::First(wanted) => format!("rn <= {}", p(Param::Int(wanted as i64))),
+        Window::Beyond(wanted) => format!("rn > {}", p(Param::Int(wanted as i64))),
+        Window::Only(_) => "rn = 1".to_string(),
+    };
     // A sender has read their own message, even when its touch (which moves
     // their cursor) never came.
     let read = if super::heads_name_last_sender() {
@@ -308,7 +334,7 @@ fn heads_statement(
              ON r.tenant = m.tenant AND r.user_id = m.user_id AND r.conversation = m.conversation \
            LEFT JOIN unread_large_conversations g ON g.tenant = m.tenant AND g.conversation = m.conversation \
            WHERE m.tenant = {tenant_at} AND m.user_id IN ({user_list}){same_member}{only}\
-         ) t WHERE rn <= {wanted}",
+         ) t WHERE {ranks}",
     );
     (statement, params)
 }
