@@ -43,7 +43,9 @@ pub async fn run(
                 if let Some(url) = &store {
                     reconcile::check(url, tenant, chunk, limits).await?;
                 }
-                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
+                let members = Members { tenant, users: chunk };
+                let require_loaded = store.is_some();
+                redis::run(&CategoryInventory { category, members, limits, require_loaded }).await?
             }
         };
         // A user in more conversations than `max_conversations + max_kept`
@@ -127,6 +129,7 @@ async fn clear(
         category,
         max_conversations: limits.max_conversations,
         max_kept: limits.max_kept,
+        require_loaded: store.is_some(),
         clearings,
     })
     .await

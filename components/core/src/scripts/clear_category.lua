@@ -4,7 +4,7 @@
 -- One item per (user, conversation), a user's items together.
 -- Reply: how many conversations changed.
 local _, A, items = declare {
-  args = {'category', 'max_conversations', 'max_kept', 'channel', 'logs', 'conversations', 'clocks'},
+  args = {'category', 'max_conversations', 'max_kept', 'require_loaded', 'channel', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'conversation', 'seq'}},
 }
 local wanted = take_logs(A, items)

@@ -19,6 +19,9 @@ pub struct ClearCategory<'a> {
     pub category: &'a str,
     pub max_conversations: u32,
     pub max_kept: u32,
+    /// With a SQL store: a state Redis cannot complete as a user catches up
+    /// is left to the truth (the user is rebuilt), never built from 0.
+    pub require_loaded: bool,
     pub clearings: Vec<Clearing<'a>>,
 }
 
@@ -35,6 +38,7 @@ impl Script for ClearCategory<'_> {
         call.arg("category", self.category);
         call.arg("max_conversations", self.max_conversations);
         call.arg("max_kept", self.max_kept);
+        call.arg("require_loaded", self.require_loaded);
         call.arg("channel", events_channel(self.tenant));
         call.logs(self.tenant);
         call.each(&self.clearings, |item, clearing| {

@@ -184,12 +184,13 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&CategoryInventory { category: "chat", members: members(), limits }),
+        encoded(&CategoryInventory { category: "chat", members: members(), limits, require_loaded: true }),
         encoded(&ClearCategory {
             tenant: "t",
             category: "chat",
             max_conversations: 100,
             max_kept: 1000,
+            require_loaded: true,
             clearings: vec![
                 Clearing { user: "u", conversation: "c", seq: 3 },
                 Clearing { user: "v", conversation: "c", seq: 3 },
