@@ -657,3 +657,42 @@ async fn a_conversation_the_views_cannot_give_is_never_counted_from_zero() {
         store.drop_database().await;
     }
 }
+
+/// The memberships view says who is in a conversation: a join of a user it
+/// does not have yet is refused, with nothing written (Redis would rebuild
+/// them without the conversation, and the next message would count every
+/// earlier one for them); once the app added them, the join takes.
+#[tokio::test]
+async fn a_join_before_the_app_adds_the_member_is_refused() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = app_on(&store).await;
+        conversation(&store, "c1", "chat", &["u1", "u2"]).await;
+        conversation(&store, "c0", "chat", &["u3", "u2"]).await;
+        send(&app, &store, "c0", 1, "u2", &["u3", "u2"]).await;
+        assert_eq!(app.list("acme", "u3", "").await.status, 200, "u3 is loaded");
+        for seq in 1..=5 {
+            send(&app, &store, "c1", seq, "u1", &["u1", "u2"]).await;
+        }
+        let before = (store.cursors("acme").await, app.redis.key_space());
+        let early = app.join("acme", "c1", 5, &["u2", "u3"]).await;
+        assert_eq!(
+            (early.status, &early.body["error"]["code"]),
+            (409, &json!("conflict")),
+            "{kind:?}: {:?}",
+            early.body
+        );
+        assert_eq!((store.cursors("acme").await, app.redis.key_space()), before, "{kind:?}: nothing written");
+
+        store.add_member("acme", "c1", "u3").await;
+        let joined = app.join("acme", "c1", 5, &["u3"]).await;
+        assert_eq!(joined.status, 200, "{kind:?}: {:?}", joined.body);
+        send(&app, &store, "c1", 6, "u1", &["u1", "u2", "u3"]).await;
+        let row = app.row("acme", "u3", "c1").await.expect("c1 listed for u3");
+        assert_eq!((&row["unread"], &row["read_seq"]), (&json!(1), &json!(5)), "{kind:?}: {row}");
+        let report = app.reconcile(json!({"tenant": "acme", "users": ["u3"]})).await.body;
+        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
+        drop(app);
+        store.drop_database().await;
+    }
+}

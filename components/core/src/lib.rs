@@ -288,6 +288,17 @@ impl Guest for Core {
         let users = once_each(members, None);
         let joining = RecordJoiners { tenant: &tenant, conversation: &conversation, users: &users };
         if let Some(url) = &store {
+            // The truth's membership comes from the app's view: a join
+            // before the view has the member would be rebuilt without the
+            // conversation, and its next touch would count it from 0.
+            let members = sql::audience(url, &tenant, &conversation, &users).await?.members;
+            let strangers = users.iter().filter(|user| !members.contains(*user)).count();
+            if strangers > 0 {
+                return Err(Error::Conflict(format!(
+                    "{strangers} of the members are not in unread_memberships for this conversation yet; \
+                     add them there, then join"
+                )));
+            }
             let cursors: Vec<(String, String, u64)> =
                 users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::join_cursors(url, &tenant, &cursors).await?;
