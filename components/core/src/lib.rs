@@ -286,19 +286,25 @@ impl Guest for Core {
         let limits = Limits::read().await?;
         let store = sql::configured().await?;
         let users = once_each(members, None);
-        let joining = RecordJoiners { tenant: &tenant, conversation: &conversation, users: &users };
         if let Some(url) = &store {
-            // The truth's membership comes from the app's view: a join
-            // before the view has the member would be rebuilt without the
-            // conversation, and its next touch would count it from 0.
+            // The truth's membership comes from the app's view: a member it
+            // does not have is skipped, nothing written for them (a join held
+            // back past a leave, or sent before the app added them: the
+            // truth has no membership to count them in, and a cursor there
+            // would have Redis count the conversation from 0 for them).
             let members = sql::audience(url, &tenant, &conversation, &users).await?.members;
-            let strangers = users.iter().filter(|user| !members.contains(*user)).count();
-            if strangers > 0 {
-                return Err(Error::Conflict(format!(
-                    "{strangers} of the members are not in unread_memberships for this conversation yet; \
-                     add them there, then join"
-                )));
+            let (users, strangers): (Vec<String>, Vec<String>) =
+                users.into_iter().partition(|user| members.contains(user));
+            if !strangers.is_empty() {
+                eprintln!(
+                    "unread: warning: join of tenant={tenant} skipped {} member(s) not in unread_memberships",
+                    strangers.len()
+                );
             }
+            if users.is_empty() {
+                return Ok(0);
+            }
+            let joining = RecordJoiners { tenant: &tenant, conversation: &conversation, users: &users };
             let cursors: Vec<(String, String, u64)> =
                 users.iter().map(|m| (m.clone(), conversation.clone(), seq)).collect();
             sql::join_cursors(url, &tenant, &cursors).await?;
@@ -310,6 +316,7 @@ impl Guest for Core {
             let rebuilt = reconcile::check(url, &tenant, &users, limits).await?;
             return Ok(rebuilt.iter().filter(|r| r.drifted).count() as u32);
         }
+        let joining = RecordJoiners { tenant: &tenant, conversation: &conversation, users: &users };
         // On a cluster, the members outside the head's slot take it from here.
         let head = match redis::is_cluster().await? {
             true => Some(redis::run(&joining).await?),

@@ -14,15 +14,19 @@ local function flush()
   if pending then publish(A.channel, pending.user, nil, nil, pending) end
   pending = nil
 end
-local caught_up
+-- With a SQL store (`require_loaded`), a user Redis does not hold as
+-- loaded, before or after the catch-up, is left alone: the truth already
+-- has the cursors, and their next call rebuilds them from it.
+local seen, held
 for _, item in ipairs(items) do
   if pending and pending.user ~= item.user then flush() end
-  if caught_up ~= item.user then
-    caught_up = item.user
-    catch_up(item, A.max_conversations, A.max_kept)
+  if seen ~= item.user then
+    seen = item.user
+    held = caught_up(item, A)
   end
   local conv, seq = item.conversation, tonumber(item.seq)
-  local st, where = find(item, conv)
+  local st, where
+  if held then st, where = find(item, conv) end
   if st and st.category == A.category and not has_flag(st, 'x') and (seq > st.read or has_flag(st, 'u')) then
     local before = where == 'conv' and counted(st) or NOTHING
     st.read = math.max(st.read, seq)

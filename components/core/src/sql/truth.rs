@@ -117,8 +117,7 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         .into_iter()
         .map(|(row, rank)| {
             *per_user.entry(row.user.clone()).or_default() += 1;
-            let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
-            TruthRow { listed, ..row }
+            listed(row, rank, limits)
         })
         .collect();
     // Users the truth cannot give whole: Redis must not drop, nor build
@@ -142,9 +141,10 @@ pub async fn beyond_the_rows(
     Ok(rows.into_iter().next().map(|(row, _)| TruthRow { listed: false, ..row }))
 }
 
-/// Every conversation of `users` beyond the rows [`truth`] gives them (the
-/// users it could not give whole): never listed, in no particular order.
-pub async fn all_beyond_the_rows(
+/// Every conversation of `users`, in one read, beyond the rows [`truth`]
+/// gives too (what a clear must reach, in no particular order): for a user
+/// in more than `max_conversations + max_kept` many, so unbounded.
+pub async fn every_conversation(
     url: &str,
     tenant: &str,
     users: &[String],
@@ -153,9 +153,15 @@ pub async fn all_beyond_the_rows(
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
-    let (rows, _) = read(url, tenant, users, Window::Beyond(wanted)).await?;
-    Ok(rows.into_iter().map(|(row, _)| TruthRow { listed: false, ..row }).collect())
+    let (rows, _) = read(url, tenant, users, Window::All).await?;
+    Ok(rows.into_iter().map(|(row, rank)| listed(row, rank, limits)).collect())
+}
+
+/// The row with `listed` set as the list has it: within the first
+/// `max_conversations`, or pinned; with a message.
+fn listed(row: TruthRow, rank: u64, limits: Limits) -> TruthRow {
+    let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
+    TruthRow { listed, ..row }
 }
 
 /// Which of each user's conversations, in list order, a read takes.
@@ -163,8 +169,8 @@ pub async fn all_beyond_the_rows(
 enum Window<'a> {
     /// The first so many.
     First(u64),
-    /// All after the first so many.
-    Beyond(u64),
+    /// Every one.
+    All,
     /// This one conversation.
     Only(&'a str),
 }
@@ -212,7 +218,7 @@ async fn read(
         .collect();
     let only = match window {
         Window::Only(conversation) => Some(conversation),
-        Window::First(_) | Window::Beyond(_) => None,
+        Window::First(_) | Window::All => None,
     };
     let marks = marks(url, tenant, users, only).await?;
     for (row, _) in &mut rows {
@@ -297,11 +303,11 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], window: Window
             let same = exactly(store, &mut p, [("m.conversation", &text(c))]);
             format!(" AND m.conversation = {at}{same}")
         }
-        Window::First(_) | Window::Beyond(_) => String::new(),
+        Window::First(_) | Window::All => String::new(),
     };
     let ranks = match window {
         Window::First(wanted) => format!("rn <= {}", p(Param::Int(wanted as i64))),
-        Window::Beyond(wanted) => format!("rn > {}", p(Param::Int(wanted as i64))),
+        Window::All => "rn > 0".to_string(),
         Window::Only(_) => "rn = 1".to_string(),
     };
     // A sender has read their own message, even when its touch (which moves
