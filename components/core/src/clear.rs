@@ -3,12 +3,15 @@
 //! category). A dry run reports exactly what the clear would do and writes
 //! nothing, so an operator can try a clear first.
 //!
-//! Per batch of users: the category's inventory is read (with a SQL store
-//! from the truth, every conversation of the users; without one from
-//! Redis), the read cursors are written to SQL, and the clear script marks
-//! read up to the inventoried seqs — never past them, so a message arriving
-//! meanwhile stays unread. A user Redis does not hold as loaded is left to
-//! the truth, which their next call rebuilds them from.
+//! Per batch of users: with a SQL store they are reconciled first (so Redis
+//! holds their truth), then the category's inventory is read (with the
+//! conversations only the store holds, of a user in more than Redis keeps),
+//! the read cursors are written to SQL, and the clear script marks read up
+//! to the inventoried seqs — never past them, so a message arriving
+//! meanwhile stays unread. A user Redis no longer holds as loaded by then
+//! is left to the truth, which their next call rebuilds them from. Redis's
+//! inventory, not the truth's, says what Redis clears: a message the truth
+//! has and Redis not yet stays out of both.
 
 use crate::bindings::unread::core::types::{ClearReport, Error, UserScope};
 use crate::config::Limits;
@@ -36,14 +39,30 @@ pub async fn run(
     let mut report = ClearReport { users: 0, conversations: 0, unread: 0, next_cursor };
     for chunk in users.chunks(CHUNK) {
         let inventory = match &store {
-            // The truth, every conversation of the users in one read (those
-            // beyond what Redis keeps too, which would otherwise come back
-            // with their backlog at their next message): a dry run and a
-            // clear take the same, and a dry run writes nothing.
-            Some(url) => to_clear(chunk, &sql::every_conversation(url, tenant, chunk, limits).await?, category),
-            None => {
-                redis::run(&CategoryInventory { category, members: Members { tenant, users: chunk }, limits }).await?
+            // A dry run writes nothing, not even a repair: it reads what the
+            // inventory script would find once the users were reconciled.
+            Some(url) if dry_run => to_clear(chunk, &sql::truth(url, tenant, chunk, limits).await?.rows, category),
+            _ => {
+                if let Some(url) = &store {
+                    reconcile::check(url, tenant, chunk, limits).await?;
+                }
+                let members = Members { tenant, users: chunk };
+                let require_loaded = store.is_some();
+                redis::run(&CategoryInventory { category, members, limits, require_loaded }).await?
             }
+        };
+        // A user in more conversations than `max_conversations + max_kept`
+        // has some that neither Redis nor the truth's rows hold: only the
+        // store has them, and a clear must not leave them behind, to come
+        // back with their backlog at their next message. (One that a message
+        // brings into the rows between the two reads is in neither, and
+        // keeps its backlog in both until the next clear.)
+        let inventory = match &store {
+            Some(url) => {
+                let beyond = sql::all_beyond_the_rows(url, tenant, chunk, limits).await?;
+                with_the_rest(inventory, to_clear(chunk, &beyond, category))
+            }
+            None => inventory,
         };
         let inventory: Inventory = inventory.into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         report.users += inventory.len() as u32;
@@ -67,6 +86,24 @@ fn to_clear(users: &[String], rows: &[sql::TruthRow], category: &str) -> Invento
         (user.clone(), rows)
     });
     inventory.collect()
+}
+
+/// The inventory with each user's `rest` added, but for a conversation it
+/// already holds (Redis's cursor and seq for it are the ones a clear takes).
+fn with_the_rest(mut inventory: Inventory, rest: Inventory) -> Inventory {
+    for (user, rows) in rest {
+        let index = match inventory.iter().position(|(u, _)| *u == user) {
+            Some(index) => index,
+            None => {
+                inventory.push((user, Vec::new()));
+                inventory.len() - 1
+            }
+        };
+        let held = &mut inventory[index].1;
+        let fresh: Vec<_> = rows.into_iter().filter(|(c, _, _)| held.iter().all(|(h, _, _)| h != c)).collect();
+        held.extend(fresh);
+    }
+    inventory
 }
 
 /// Writes the cursors to SQL first (the truth), then clears Redis.

@@ -17,7 +17,7 @@ use crate::{Error, config};
 mod member;
 mod truth;
 pub use member::{Permit, read_as_member, setting_permit};
-pub use truth::{Truth, TruthRow, beyond_the_rows, every_conversation, truth};
+pub use truth::{Truth, TruthRow, all_beyond_the_rows, beyond_the_rows, truth};
 
 enum Store {
     Mysql(Mysql),

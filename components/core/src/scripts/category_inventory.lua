@@ -2,7 +2,7 @@
 -- category (listed or kept) with something unread or marked unread.
 -- Reply per user: user, n, then n rows of (conversation, last seq, unread).
 local _, A, users = declare {
-  args = {'category', 'max_conversations', 'max_kept', 'logs', 'conversations', 'clocks'},
+  args = {'category', 'max_conversations', 'max_kept', 'require_loaded', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user'}},
 }
 local wanted = take_logs(A, users)

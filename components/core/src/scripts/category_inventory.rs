@@ -13,6 +13,9 @@ pub struct CategoryInventory<'a> {
     pub members: Members<'a>,
     /// What the users keep, as their large conversations catch up.
     pub limits: Limits,
+    /// With a SQL store: a state Redis cannot complete as a user catches up
+    /// is left to the truth (the user is rebuilt), never built from 0.
+    pub require_loaded: bool,
 }
 
 /// Per user: (user, [(conversation, last seq, unread)]).
@@ -31,6 +34,7 @@ impl Script for CategoryInventory<'_> {
         call.arg("category", self.category);
         call.arg("max_conversations", self.limits.max_conversations);
         call.arg("max_kept", self.limits.max_kept);
+        call.arg("require_loaded", self.require_loaded);
         call.logs(self.members.tenant);
         self.members.encode(call, |_, _| {});
     }

@@ -184,7 +184,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             require_loaded: false,
             members: members(),
         }),
-        encoded(&CategoryInventory { category: "chat", members: members(), limits }),
+        encoded(&CategoryInventory { category: "chat", members: members(), limits, require_loaded: true }),
         encoded(&ClearCategory {
             tenant: "t",
             category: "chat",

@@ -117,7 +117,8 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         .into_iter()
         .map(|(row, rank)| {
             *per_user.entry(row.user.clone()).or_default() += 1;
-            listed(row, rank, limits)
+            let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
+            TruthRow { listed, ..row }
         })
         .collect();
     // Users the truth cannot give whole: Redis must not drop, nor build
@@ -141,10 +142,9 @@ pub async fn beyond_the_rows(
     Ok(rows.into_iter().next().map(|(row, _)| TruthRow { listed: false, ..row }))
 }
 
-/// Every conversation of `users`, in one read, beyond the rows [`truth`]
-/// gives too (what a clear must reach, in no particular order): for a user
-/// in more than `max_conversations + max_kept` many, so unbounded.
-pub async fn every_conversation(
+/// Every conversation of `users` beyond the rows [`truth`] gives them (the
+/// users it could not give whole): never listed, in no particular order.
+pub async fn all_beyond_the_rows(
     url: &str,
     tenant: &str,
     users: &[String],
@@ -153,15 +153,9 @@ pub async fn every_conversation(
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let (rows, _) = read(url, tenant, users, Window::All).await?;
-    Ok(rows.into_iter().map(|(row, rank)| listed(row, rank, limits)).collect())
-}
-
-/// The row with `listed` set as the list has it: within the first
-/// `max_conversations`, or pinned; with a message.
-fn listed(row: TruthRow, rank: u64, limits: Limits) -> TruthRow {
-    let listed = (rank <= u64::from(limits.max_conversations) || row.pinned) && row.last_seq > 0;
-    TruthRow { listed, ..row }
+    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
+    let (rows, _) = read(url, tenant, users, Window::Beyond(wanted)).await?;
+    Ok(rows.into_iter().map(|(row, _)| TruthRow { listed: false, ..row }).collect())
 }
 
 /// Which of each user's conversations, in list order, a read takes.
@@ -169,8 +163,8 @@ fn listed(row: TruthRow, rank: u64, limits: Limits) -> TruthRow {
 enum Window<'a> {
     /// The first so many.
     First(u64),
-    /// Every one.
-    All,
+    /// All after the first so many.
+    Beyond(u64),
     /// This one conversation.
     Only(&'a str),
 }
@@ -218,7 +212,7 @@ async fn read(
         .collect();
     let only = match window {
         Window::Only(conversation) => Some(conversation),
-        Window::First(_) | Window::All => None,
+        Window::First(_) | Window::Beyond(_) => None,
     };
     let marks = marks(url, tenant, users, only).await?;
     for (row, _) in &mut rows {
@@ -303,11 +297,11 @@ fn heads_statement(store: &Store, tenant: &str, users: &[String], window: Window
             let same = exactly(store, &mut p, [("m.conversation", &text(c))]);
             format!(" AND m.conversation = {at}{same}")
         }
-        Window::First(_) | Window::All => String::new(),
+        Window::First(_) | Window::Beyond(_) => String::new(),
     };
     let ranks = match window {
         Window::First(wanted) => format!("rn <= {}", p(Param::Int(wanted as i64))),
-        Window::All => "rn > 0".to_string(),
+        Window::Beyond(wanted) => format!("rn > {}", p(Param::Int(wanted as i64))),
         Window::Only(_) => "rn = 1".to_string(),
     };
     // A sender has read their own message, even when its touch (which moves
