@@ -58,9 +58,23 @@ impl Served {
         Served::start_with(variables, &[]).await
     }
 
-    /// Like [`Served::start`], with more arguments after `up`.
+    /// Like [`Served::start`], with more arguments after `up`. A free port
+    /// another test's server took before the host bound it is given up for
+    /// another.
     async fn start_with(variables: &[(&str, String)], args: &[&str]) -> Served {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        for _ in 0..10 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            match Served::start_on(port, variables, args).await {
+                Ok(served) => return served,
+                Err((_, stderr)) if stderr.contains("Address already in use") => continue,
+                Err((stdout, stderr)) => panic!("the host did not start:\n{stdout}\n{stderr}"),
+            }
+        }
+        panic!("the host did not start on any of 10 free ports");
+    }
+
+    /// The host on `port`; what it wrote if it did not start.
+    async fn start_on(port: u16, variables: &[(&str, String)], args: &[&str]) -> Result<Served, (String, String)> {
         let mut command = host_command(port, variables);
         command.args(args);
         let mut child = command.spawn().unwrap();
@@ -91,10 +105,9 @@ impl Served {
         let started = tokio::time::timeout(Duration::from_secs(300), serving).await;
         let served = Served { child, base: format!("http://127.0.0.1:{port}"), stdout, stderr };
         if !matches!(started, Ok(Ok(()))) {
-            let (stdout, stderr) = served.stop();
-            panic!("the host did not start:\n{stdout}\n{stderr}");
+            return Err(served.stop());
         }
-        served
+        Ok(served)
     }
 
     /// Stops the host; what it wrote to stdout and to stderr.
