@@ -22,6 +22,12 @@ impl Limits {
         let max_kept = positive("max_kept", max_conversations.saturating_mul(10)).await?;
         Ok(Limits { max_conversations, max_kept })
     }
+
+    /// Conversations Redis holds per user, listed and kept: the rows the
+    /// truth gives a user; a user with more is partial.
+    pub fn held(self) -> u64 {
+        u64::from(self.max_conversations) + u64::from(self.max_kept)
+    }
 }
 
 /// A conversation becomes large (read diffusion: its messages are written

@@ -110,7 +110,7 @@ pub async fn truth(url: &str, tenant: &str, users: &[String], limits: Limits) ->
     if users.is_empty() {
         return Ok(Truth { rows: Vec::new(), partial: HashSet::new() });
     }
-    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
+    let wanted = limits.held();
     let (ranked, mut partial) = read(url, tenant, users, Window::First(wanted)).await?;
     let mut per_user: HashMap<String, u64> = HashMap::new();
     let mut rows: Vec<TruthRow> = ranked
@@ -139,7 +139,7 @@ pub async fn beyond_the_rows(
     conversation: &str,
 ) -> Result<Option<TruthRow>, Error> {
     let (rows, _) = read(url, tenant, std::slice::from_ref(&user.to_string()), Window::Only(conversation)).await?;
-    Ok(rows.into_iter().next().map(|(row, _)| TruthRow { listed: false, ..row }))
+    Ok(rows.into_iter().next().map(|(row, _)| row))
 }
 
 /// Every conversation of `users` beyond the rows [`truth`] gives them (the
@@ -153,9 +153,8 @@ pub async fn all_beyond_the_rows(
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let wanted = u64::from(limits.max_conversations) + u64::from(limits.max_kept);
-    let (rows, _) = read(url, tenant, users, Window::Beyond(wanted)).await?;
-    Ok(rows.into_iter().map(|(row, _)| TruthRow { listed: false, ..row }).collect())
+    let (rows, _) = read(url, tenant, users, Window::Beyond(limits.held())).await?;
+    Ok(rows.into_iter().map(|(row, _)| row).collect())
 }
 
 /// Which of each user's conversations, in list order, a read takes.
@@ -170,8 +169,9 @@ enum Window<'a> {
 }
 
 /// The conversations of each of `users` in the `window`, each with its
-/// rank in list order and its marks; and the users one of whose rows could
-/// not be read.
+/// rank in list order and its marks (not `listed`: that depends on the
+/// rank, for the caller to say); and the users one of whose rows could not
+/// be read.
 async fn read(
     url: &str,
     tenant: &str,
