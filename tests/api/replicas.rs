@@ -271,6 +271,55 @@ async fn on_a_cluster_a_held_back_copy_announces_the_message_that_left_the_clock
     sent_again_after_a_503(true).await;
 }
 
+/// A large conversation's message a rebuild wrote into its head before its
+/// touch came (the rebuild leaves its event to the touch), whose touch then
+/// was a 503 after the head's step (its replica paused; the message's @all
+/// mention is a write there, whose `WAIT` fails): sent again, it is
+/// announced then, once. The touch's note of it goes only once its event
+/// is out.
+#[tokio::test]
+async fn on_a_cluster_a_message_a_rebuild_brought_is_announced_by_its_touch_sent_again_after_a_503() {
+    let store = MessageStore::create(Kind::Postgres).await;
+    let variables = vec![("redis_wait_replicas", "1".into()), ("large_group_threshold", "3".into())];
+    let setup = Setup { cluster: true, sql_url: Some(store.url.clone()), variables, ..Setup::default() };
+    let app = App::with(setup).await;
+    let cluster = app.cluster.as_ref().unwrap();
+    let members = ["u1", "u2", "u3", "u4", "u5"];
+    store.create_conversation("acme", "big", "chat", &members.map(String::from)).await;
+    let first = message("acme", "big", 1, 1_000, "u1", &members);
+    store.store_message("acme", "big", 1, 1_000, "u1", &first["preview"].to_string()).await;
+    assert_eq!(app.touch(first).await.status, 200);
+    let mut second = message("acme", "big", 2, 2_000, "u1", &["u1"]);
+    second["mention_all"] = json!(true);
+    store.store_message("acme", "big", 2, 2_000, "u1", &second["preview"].to_string()).await;
+    let mut events = crate::support::Events::subscribe(&app, "acme");
+    let announced = |events: &[serde_json::Value]| {
+        events.iter().filter(|e| e["conversation"] == "big" && e["large"] == true && e["seq"] == 2).count()
+    };
+    let report = app.reconcile(json!({"tenant": "acme", "users": ["u2"]})).await;
+    assert_eq!(report.status, 200, "{:?}", report.body);
+    assert_eq!(announced(&events.take()), 0, "the rebuild announced it");
+
+    let head = cluster.primary_of("{acme:big}").clone();
+    let replica = cluster.replica_of(&head).clone();
+    replica.pause();
+    assert_unavailable(&app.touch(second.clone()).await, "the head's replica paused");
+    replica.resume();
+    assert_eq!(announced(&events.take()), 0, "announced by a touch that answered 503");
+    let noted = || app.redis.keys().iter().any(|key| key == "un:v2:head:{acme:big}:unannounced");
+    assert!(noted(), "the note went with a touch whose event is not out");
+    let again = app.touch(second.clone()).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(announced(&events.take()), 1, "the touch sent again");
+    assert!(!noted(), "the note stayed after the event");
+    assert_eq!(app.touch(second).await.status, 200);
+    assert_eq!(announced(&events.take()), 0, "a replay announced it again");
+    let badge = app.badge("acme", "u3").await.body;
+    assert_eq!((&badge["total"], &badge["mentions"]), (&json!(2), &json!(1)), "{badge}");
+    drop(app);
+    store.drop_database().await;
+}
+
 async fn sent_again_after_a_503(held_back_first: bool) {
     let variables = vec![("redis_wait_replicas", "1".into()), ("large_group_threshold", "3".into())];
     let app = App::with(Setup { cluster: true, variables, ..Setup::default() }).await;

@@ -74,7 +74,7 @@ pub fn slot(key: &str) -> u16 {
 
 /// The names of a conversation's keys as the scripts declare them
 /// (`CONVERSATION_KEYS` in `prelude.lua`), in that order.
-pub const CONVERSATION_KEYS: [&str; 5] = ["head", "recalls", "earlier", "group", "joined"];
+pub const CONVERSATION_KEYS: [&str; 6] = ["head", "recalls", "earlier", "group", "joined", "unannounced"];
 
 /// The keys of one conversation, hash-tagged by tenant and conversation (one
 /// slot): `head`, its last message with its preview, stored once however
@@ -83,8 +83,10 @@ pub const CONVERSATION_KEYS: [&str; 5] = ["head", "recalls", "earlier", "group",
 /// before, for a few seconds (a list page there reads its previews in a
 /// round of its own); `group`, a large conversation's log (read diffusion);
 /// `joined`, who joined it lately while it was not large, for the message
-/// that makes it large to take along. The `head:` prefix keeps them apart
-/// from every user's keys.
+/// that makes it large to take along; `unannounced`, a large conversation's
+/// message a rebuild wrote into the head before its touch came, for the
+/// touch to announce. The `head:` prefix keeps them apart from every user's
+/// keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConversationKeys {
     head: String,

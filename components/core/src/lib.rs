@@ -30,8 +30,9 @@ use bindings::unread::core::types::{
 use config::Limits;
 use reconcile::Reader;
 use scripts::{
-    Adopt, Badge, ClockMove, ForgetJoiners, GroupLogs, Join, Leave, List, ListCursor, Loaded, MarkRead, Members,
-    MoveClocks, Previews, Recall, Recalled, RecordJoiners, Role, Touch, TouchMode, Touched, WantedLog,
+    Adopt, Badge, ClockMove, ForgetJoiners, ForgetUnannounced, GroupLogs, Join, Leave, List, ListCursor, Loaded,
+    MarkRead, Members, MoveClocks, Previews, Recall, Recalled, RecordJoiners, Role, Touch, TouchMode, Touched,
+    WantedLog,
 };
 
 // wit-bindgen's generated export glue is the only unsafe code here.
@@ -661,7 +662,8 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         // moved since the map was read.
         written = touch.members.iter().map(|(user, _)| user.clone()).filter(|user| !deferred.contains(user)).collect();
     }
-    let Touched::Done { applied, large, fresh, logged, head: head_seq, joiners, mut unanswered, .. } = head else {
+    let Touched::Done { applied, large, fresh, logged, noted, head: head_seq, joiners, mut unanswered, .. } = head
+    else {
         return Ok(head);
     };
     // A large conversation's clock moves beside the members' round (then
@@ -707,11 +709,18 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
             refused => return Ok(refused),
         }
     }
+    // The event of a message a rebuild noted is out: the note goes (if this
+    // fails, a touch sent again announces it again, never not at all).
+    if noted {
+        let forget = ForgetUnannounced { tenant: touch.tenant, conversation: touch.conversation, seq: touch.seq };
+        redis::run(&forget).await?;
+    }
     Ok(Touched::Done {
         applied: applied || by_members,
         large,
         fresh,
         logged,
+        noted,
         head: head_seq,
         unanswered,
         joiners,

@@ -473,26 +473,45 @@ fn value_rows(store: &Store, columns: usize, rows: usize) -> String {
 }
 
 fn advance_statement(store: &Store, rows: usize, read: bool) -> String {
-    let values = value_rows(store, 5, rows);
-    // A read clears the mark-unread flag; a join does not.
-    let marked = if read { "0" } else { "marked_unread" };
+    format!(
+        "INSERT INTO unread_read_cursors{} (tenant, user_id, conversation, read_seq, updated_at) VALUES {} {}",
+        cursor_alias(store),
+        value_rows(store, 5, rows),
+        cursor_upsert(store, read)
+    )
+}
+
+/// How a cursor upsert names the row already there (`c`), on PostgreSQL.
+fn cursor_alias(store: &Store) -> &'static str {
+    match store {
+        Store::Mysql(_) => "",
+        Store::Postgres(_) => " AS c",
+    }
+}
+
+/// What a read cursor upsert does to the row already there: the cursor
+/// moves forward only, and `updated_at` moves only when something changed.
+/// A `read` clears the mark-unread flag; a join does not.
+fn cursor_upsert(store: &Store, read: bool) -> String {
     match store {
         // updated_at first: MySQL assigns left to right.
-        Store::Mysql(_) => format!(
-            "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, updated_at) \
-             VALUES {values} ON DUPLICATE KEY UPDATE \
-             updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread <> {marked}, VALUES(updated_at), updated_at), \
-             read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = {marked}"
-        ),
-        Store::Postgres(_) => format!(
-            "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) \
-             VALUES {values} ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
-             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = {}, \
-             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread <> {} \
-               THEN EXCLUDED.updated_at ELSE c.updated_at END",
-            if read { "0" } else { "c.marked_unread" },
-            if read { "0" } else { "c.marked_unread" },
-        ),
+        Store::Mysql(_) => {
+            let marked = if read { "0" } else { "marked_unread" };
+            format!(
+                "ON DUPLICATE KEY UPDATE \
+                 updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread <> {marked}, VALUES(updated_at), updated_at), \
+                 read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = {marked}"
+            )
+        }
+        Store::Postgres(_) => {
+            let marked = if read { "0" } else { "c.marked_unread" };
+            format!(
+                "ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
+                 read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = {marked}, \
+                 updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread <> {marked} \
+                   THEN EXCLUDED.updated_at ELSE c.updated_at END"
+            )
+        }
     }
 }
 

@@ -4,4 +4,4 @@
 local K, A = declare {keys = CONVERSATION_KEYS, args = {'conversation', 'clocks'}}
 use_clocks(A.clocks)
 forget_clock(A.conversation)
-return redis.call('DEL', K.head, K.recalls, K.earlier, K.group, K.joined)
+return redis.call('DEL', K.head, K.recalls, K.earlier, K.group, K.joined, K.unannounced)

@@ -176,6 +176,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
         }),
         encoded(&RecordJoiners { tenant: "t", conversation: "c", users: &users }),
         encoded(&ForgetJoiners { tenant: "t", conversation: "c", users: &users }),
+        encoded(&ForgetUnannounced { tenant: "t", conversation: "c", seq: 7 }),
         encoded(&Adopt { conversation: "c", members: members() }),
         encoded(&Leave {
             conversation: "c",
@@ -314,6 +315,7 @@ fn the_scripts_that_span_slots_are_known() {
             "dataset.lua",
             "forget_head.lua",
             "forget_joiners.lua",
+            "forget_unannounced.lua",
             "joining.lua",
             "list.lua",
             "mark_read.lua",
@@ -512,7 +514,11 @@ fn a_script_on_the_preludes_base_uses_nothing_defined_after_it() {
         }
     }
     on_base.sort();
-    assert_eq!(on_base, ["forget_joiners.lua", "previews.lua"], "the scripts on the base, as this test last knew them");
+    assert_eq!(
+        on_base,
+        ["forget_joiners.lua", "forget_unannounced.lua", "previews.lua"],
+        "the scripts on the base, as this test last knew them"
+    );
     let texts = on_base.iter().map(|file| (file.clone(), std::fs::read_to_string(format!("{dir}/{file}")).unwrap()));
     for (file, text) in texts.chain([("the base itself".to_string(), base.to_string())]) {
         for name in &later {

@@ -5,15 +5,15 @@
 -- of wins over both (the truth may have been read before the app's store
 -- took it). A conversation the truth has large (`large` 1) gets its log
 -- if Redis lost it, and a newer message in its head moves the log's
--- counter, for its members to catch up with, and is announced (the
--- conversation's event): its touch, coming after, finds the head moved
--- and announces nothing.
+-- counter, for its members to catch up with. It is not announced here (the
+-- message's touch may have come before Redis lost the conversation): its
+-- touch, coming after, finds the head moved and announces it by the note
+-- this leaves (note_unannounced).
 -- Reply: how many heads changed, then n, and, on Redis Cluster (where this
 -- script cannot reach the clocks), n times a large conversation, its log's
--- counter, whether its log is new, and the seq to announce once its clock
--- moved (0: none).
+-- counter and whether its log is new.
 local _, A, conversations = declare {
-  args = {'head_ttl', 'clocks', 'channel'},
+  args = {'head_ttl', 'clocks'},
   each = {keys = CONVERSATION_KEYS, args = {'conversation', 'seq', 'score', 'category', 'preview', 'large'}},
 }
 use_clocks(A.clocks)
@@ -28,16 +28,15 @@ for _, c in ipairs(conversations) do
     prune_recalls(c.recalls, seq)
     if c.large == '1' and (not head or seq > head.seq) then
       counter = log_message(c.conversation, c.group)
-      if keeps_clocks() then publish_conversation(A.channel, c.conversation, seq) end
+      note_unannounced(c, seq)
     end
     changed = changed + 1
   end
   if c.large == '1' and not keeps_clocks() then
-    local announce = counter and seq or 0
     counter = counter or log_counter(c.group)
-    for _, v in ipairs({c.conversation, int(counter), fresh and 1 or 0, announce}) do logs[#logs + 1] = v end
+    for _, v in ipairs({c.conversation, int(counter), fresh and 1 or 0}) do logs[#logs + 1] = v end
   end
 end
-local out = {changed, #logs / 4}
+local out = {changed, #logs / 3}
 for _, v in ipairs(logs) do out[#out + 1] = v end
 return out

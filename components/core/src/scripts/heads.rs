@@ -1,7 +1,7 @@
 //! `heads.lua`: the truth's last messages written into conversation heads.
 
 use crate::Error;
-use crate::keys::{ConversationKeys, events_channel};
+use crate::keys::ConversationKeys;
 use crate::script::{Call, Lua, PartReply, Reply, Script, decode_parts, lua};
 use crate::scripts::ClockMove;
 use crate::sql::TruthRow;
@@ -15,7 +15,8 @@ pub struct Heads<'a> {
 
 impl Script for Heads<'_> {
     /// How many heads changed, and where the large conversations' logs are
-    /// (for their clocks on Redis Cluster, with the messages to announce).
+    /// (for their clocks on Redis Cluster). A rebuild announces no message:
+    /// the message's touch does.
     type Reply = (u64, Vec<ClockMove>);
 
     fn lua() -> &'static Lua {
@@ -25,7 +26,6 @@ impl Script for Heads<'_> {
     fn encode(&self, call: &mut Call) {
         call.arg("head_ttl", crate::HEAD_TTL);
         call.clocks(self.tenant);
-        call.arg("channel", events_channel(self.tenant));
         call.each(&self.heads, |item, row| {
             ConversationKeys::new(self.tenant, &row.conversation).encode(item);
             item.arg("conversation", row.conversation.as_str());
@@ -42,10 +42,7 @@ impl Script for Heads<'_> {
         let logs = (0..reply.number()?)
             .map(|_| {
                 let (conversation, counter, fresh) = (reply.text()?, Some(reply.number()?), reply.flag()?);
-                // A message this call logged is announced by whichever call
-                // moves its clock: this one, or its touch racing it.
-                let announce = Some(reply.number()?).filter(|seq| *seq > 0);
-                Ok(ClockMove { conversation, counter, fresh, announce, logged: false, also: None })
+                Ok(ClockMove { conversation, counter, fresh, announce: None, logged: false, also: None })
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok((changed, logs))

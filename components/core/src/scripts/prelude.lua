@@ -39,6 +39,10 @@
 -- entry it dropped. joined, while the conversation
 -- is not large: who joined it in the last JOINERS_SECONDS (a zset scored by
 -- the time), for the message that makes it large (record_joiners).
+-- unannounced, only for a large conversation: the seq of a message a
+-- rebuild wrote into the head from the truth before the message's touch
+-- came, for UNANNOUNCED_SECONDS: the touch, finding the head already there,
+-- announces it then (note_unannounced).
 --
 -- A state is `last:read:mentions:recalled:flags:category:score`:
 -- mentions and recalled count the marks in (read, last]; flags are letters in
@@ -50,7 +54,7 @@
 -- goes back to Redis is formatted with int().
 
 local USER_KEYS = {'list', 'conv', 'kept', 'age', 'badge', 'pinned', 'marks', 'meta', 'groups'}
-local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group', 'joined'}
+local CONVERSATION_KEYS = {'head', 'recalls', 'earlier', 'group', 'joined', 'unannounced'}
 
 -- On Redis Cluster the parts of one call that one node serves may come as
 -- one call (parts_together in script.rs): no KEYS, since Redis refuses a
@@ -216,6 +220,33 @@ local function advance_head(h, seq, score, category, preview, ttl, keep_earlier)
   end
   set_head(h.head, seq, score, category, preview, ttl)
   return true, seq
+end
+
+-- How long a rebuild's note of a large conversation's message it wrote
+-- into the head waits for the message's touch: a day, for an app that
+-- sends a touch again after an outage.
+local UNANNOUNCED_SECONDS = 24 * 3600
+
+-- A rebuild wrote message `seq` into a large conversation's head (`h`, its
+-- keys), from the truth. Whether the message was announced, it cannot tell:
+-- its touch may be on its way, or may have come before Redis lost the
+-- conversation. So the rebuild announces nothing, and leaves this note for
+-- the touch: the touch finds the head already at its message, which would
+-- otherwise be a touch sent again, and announces it by the note. A touch
+-- that came before Redis lost it comes again only if the app sends it
+-- again (after a 503): then its event may come twice.
+local function note_unannounced(h, seq)
+  redis.call('SET', h.unannounced, int(seq), 'EX', UNANNOUNCED_SECONDS)
+end
+
+-- Whether message `seq` is the one a rebuild noted and nobody announced
+-- yet; with `take` the note goes, for the caller to announce it (on Redis
+-- Cluster the caller announces it in a later step, and the note goes
+-- once that is done: forget_unannounced.lua).
+local function unannounced(h, seq, take)
+  if redis.call('GET', h.unannounced) ~= int(seq) then return false end
+  if take then redis.call('DEL', h.unannounced) end
+  return true
 end
 
 -- The preview of message `seq` if the head (as `get_head` read it) or its

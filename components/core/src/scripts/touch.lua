@@ -33,8 +33,11 @@
 -- moved the conversation) takes the message's instead of refusing it.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
--- was made by this message), logged (1: the message moved the log, so the
--- conversation's event goes out; from the head), the head's seq ('' in a
+-- was made by this message), logged (1: the message moved the log, or a
+-- rebuild moved it before and left it to this touch to announce, so the
+-- conversation's event goes out; from the head), noted (1: on Redis
+-- Cluster, by the rebuild's note, which the caller forgets once the event
+-- is out), the head's seq ('' in a
 -- members part: on Redis Cluster an event for a clock that was behind its
 -- log is the head's message, the one that left it behind), n, n
 -- unanswerable users,
@@ -62,13 +65,13 @@ end
 -- The 'ok' reply (see above); `deferred`: the members a 'head' call left
 -- to the members' round, unwritten.
 local head_seq -- the head's seq once the message went to it
-local function answer(applied, counter, fresh, logged, unanswered, joiners, deferred)
+local function answer(applied, counter, fresh, logged, noted, unanswered, joiners, deferred)
   if not head_seq then
     local head = K and get_head(K.head)
     head_seq = head and head.seq
   end
   local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0,
-               head_seq and int(head_seq) or ''}
+               noted and 1 or 0, head_seq and int(head_seq) or ''}
   for _, users in ipairs({unanswered, joiners, deferred}) do
     out[#out + 1] = #users
     for _, user in ipairs(users) do out[#out + 1] = user end
@@ -102,7 +105,7 @@ if mode == 'head' then
   for _, m in ipairs(members) do
     if not K or redis.call('EXISTS', m.groups) == 1 then deferred[#deferred + 1] = m.user else plain[#plain + 1] = m end
   end
-  if not K then return answer(0, nil, false, false, {}, {}, deferred) end
+  if not K then return answer(0, nil, false, false, false, {}, {}, deferred) end
   members = plain
 end
 
@@ -118,7 +121,7 @@ for i, m in ipairs(members) do
   end
   found[i] = {st = st, where = where}
 end
-if mode == 'check' then return answer(0, nil, false, false, {}, {}, {}) end
+if mode == 'check' then return answer(0, nil, false, false, false, {}, {}, {}) end
 local wanted = take_logs(A, members)
 if wanted then return wanted end
 
@@ -148,6 +151,9 @@ if group and counter then joiners = recorded_joiners(K) end
 -- keeps its earlier messages for a list caught between the two.
 local advanced = false
 if K then advanced, head_seq = advance_head(K, seq, A.score, category, A.preview, A.head_ttl, not keeps_clocks()) end
+-- A rebuild that brought this message from the truth before it came left
+-- it to this touch to announce (note_unannounced).
+local due = group and counter and not advanced and head_seq == seq and unannounced(K, seq, keeps_clocks())
 if group and counter then
   local moved = A.mention_all == '1' and log_entry(conv, group, 'a', seq, counter)
   if moved then
@@ -269,9 +275,8 @@ for i, m in ipairs(members) do
     unanswered[#unanswered + 1] = m.user
   end
 end
-if counter and advanced then
-  applied = 1
-  -- On Redis Cluster the caller publishes it, once the clock moved.
-  if keeps_clocks() then publish_conversation(A.channel, conv, seq) end
-end
-return answer(applied, counter, fresh, counter and advanced, unanswered, joiners, deferred)
+if counter and advanced then applied = 1 end
+-- On Redis Cluster the caller publishes it, once the clock moved.
+if counter and (advanced or due) and keeps_clocks() then publish_conversation(A.channel, conv, seq) end
+return answer(applied, counter, fresh, counter and (advanced or due), due and not keeps_clocks(), unanswered, joiners,
+              deferred)

@@ -89,7 +89,10 @@ pub enum Touched {
     /// to the SQL store. `large`: the counter of a large conversation's log
     /// after the message (from the part that holds the head); `fresh`: the
     /// message made the log (its counter starts over); `logged`: the
-    /// message moved the log (its conversation's event is due); `joiners`: who
+    /// message moved the log, or a rebuild moved it and left the event to
+    /// this touch (its conversation's event is due); `noted`: on Redis
+    /// Cluster, by the rebuild's note, for the caller to forget once the
+    /// event is out ([`super::ForgetUnannounced`]); `joiners`: who
     /// joined it lately while it was not large (the message that made it
     /// large may not name them), handed over by every message of the large
     /// conversation until the caller forgets them
@@ -100,6 +103,7 @@ pub enum Touched {
         large: Option<u64>,
         fresh: bool,
         logged: bool,
+        noted: bool,
         /// The seq of the conversation's head after the call (none from a
         /// members part, which has no head).
         head: Option<u64>,
@@ -177,11 +181,12 @@ impl Script for Touch<'_> {
                 let large = reply.optional_number()?;
                 let fresh = reply.flag()?;
                 let logged = reply.flag()?;
+                let noted = reply.flag()?;
                 let head = reply.optional_number()?;
                 let unanswered = reply.texts()?;
                 let joiners = reply.texts()?;
                 let deferred = reply.texts()?;
-                Ok(Touched::Done { applied, large, fresh, logged, head, unanswered, joiners, deferred })
+                Ok(Touched::Done { applied, large, fresh, logged, noted, head, unanswered, joiners, deferred })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -193,7 +198,8 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut fresh, mut logged, mut head) = (false, None, false, false, None);
+        let (mut applied, mut large, mut fresh, mut logged, mut noted, mut head) =
+            (false, None, false, false, false, None);
         let (mut unanswered, mut joiners, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
@@ -203,6 +209,7 @@ impl Script for Touch<'_> {
                     large: l,
                     fresh: f,
                     logged: g,
+                    noted: n,
                     head: h,
                     unanswered: u,
                     joiners: j,
@@ -212,6 +219,7 @@ impl Script for Touch<'_> {
                     large = large.or(l);
                     fresh |= f;
                     logged |= g;
+                    noted |= n;
                     head = head.or(h);
                     unanswered.extend(u);
                     joiners.extend(j);
@@ -219,6 +227,6 @@ impl Script for Touch<'_> {
                 }
             }
         }
-        Ok(Touched::Done { applied, large, fresh, logged, head, unanswered, joiners, deferred })
+        Ok(Touched::Done { applied, large, fresh, logged, noted, head, unanswered, joiners, deferred })
     }
 }

@@ -5,7 +5,7 @@
 //! MySQL compares through the view's collation; the casts to binary keep a
 //! match exact while the plain comparisons let the view's index serve it.
 
-use super::{Param, Store, Value, exactly, malformed, query_built, returning, text};
+use super::{Param, Store, Value, cursor_alias, cursor_upsert, exactly, malformed, query_built, returning, text};
 use crate::Error;
 
 /// Whether a user may change one of their settings of a conversation.
@@ -106,23 +106,16 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
         now = p(&Param::Int(now)),
         member = membership(store, &mut p, [&tenant, &user, &conversation]),
     );
-    let statement = match store {
-        Store::Mysql(mysql) => format!(
-            "INSERT INTO unread_read_cursors (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 \
-             ON DUPLICATE KEY UPDATE \
-             updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread = 1, VALUES(updated_at), updated_at), \
-             read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = 0{}",
-            if mysql.returning { " RETURNING read_seq" } else { "" }
-        ),
-        Store::Postgres(_) => format!(
-            "INSERT INTO unread_read_cursors AS c (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 \
-             ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
-             read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = 0, \
-             updated_at = CASE WHEN EXCLUDED.read_seq > c.read_seq OR c.marked_unread = 1 \
-               THEN EXCLUDED.updated_at ELSE c.updated_at END \
-             RETURNING c.read_seq"
-        ),
+    let returned = match store {
+        Store::Mysql(mysql) if mysql.returning => " RETURNING read_seq",
+        Store::Mysql(_) => "",
+        Store::Postgres(_) => " RETURNING c.read_seq",
     };
+    let statement = format!(
+        "INSERT INTO unread_read_cursors{} (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 {}{returned}",
+        cursor_alias(store),
+        cursor_upsert(store, true)
+    );
     (statement, params)
 }
 
