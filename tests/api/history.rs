@@ -6,10 +6,10 @@
 //! determined by its own steps) while the others play theirs at the same
 //! time. A tenant has 8 users and 30 conversations, and each user lists at
 //! most 5, so trims happen all the time. The steps: messages (with
-//! mentions, @all floods, duplicate and held-back touches), reads from 2-3
-//! devices with stale and fresh acks (some before the touch they cover),
-//! lists, badges, mutes, pins, marks, recalls (some before their touch),
-//! joins, leaves and rejoins, and deletes.
+//! mentions, @all floods, duplicate, replayed and held-back touches), reads
+//! from 2-3 devices with stale and fresh acks (some before the touch they
+//! cover), lists, badges, mutes, pins, marks, recalls (some before their
+//! touch), joins, leaves and rejoins, and deletes.
 //!
 //! The model (below) is the product's semantics written again, plainly:
 //! per user and conversation the last message, read cursor, settings,
@@ -450,7 +450,7 @@ struct World {
     users: Vec<String>,
     conversations: Vec<Conversation>,
     model: Model,
-    /// Touches held back, delivered later (cache-only).
+    /// Touches held back (cache-only) or to be sent again, delivered later.
     held: Vec<Value>,
     /// Service calls refused while Redis was down, sent again later (SQL).
     retry: Vec<(String, Value)>,
@@ -616,7 +616,7 @@ impl World {
     }
 
     /// The app stores a message and touches it: duplicated now and then,
-    /// held back now and then (cache-only).
+    /// sent again later now and then, held back now and then (cache-only).
     async fn send(&mut self) {
         let Some(i) = self.live() else { return };
         let mentions = if self.rng.random_bool(0.2) {
@@ -676,7 +676,12 @@ impl World {
         self.deliver(touch.clone()).await;
         if self.rng.random_bool(0.05) {
             self.shared.count("duplicate touches");
-            self.deliver(touch).await;
+            self.deliver(touch.clone()).await;
+        }
+        if self.rng.random_bool(0.05) {
+            // A queue that delivers at least once sends it again, later.
+            self.shared.count("touches sent again later");
+            self.held.push(touch);
         }
     }
 
@@ -705,9 +710,6 @@ impl World {
             self.trace(|| format!("{path} {body} -> {} {}", answer.status, answer.body));
             match answer.status {
                 200 => {
-                    if path == "/v1/touch" && self.sql() {
-                        self.touch_landed(&body);
-                    }
                     self.check_events().await;
                     return Some(answer);
                 }
@@ -770,17 +772,6 @@ impl World {
         }
     }
 
-    /// With SQL the model takes a message when the app stores it
-    /// (apply_touch); its touch reads the conversation for the sender when
-    /// it lands: sent again after a refusal, it clears a mark-unread the
-    /// sender set in between (unless the sender left meanwhile).
-    fn touch_landed(&mut self, touch: &Value) {
-        let (conversation, sender) = (touch["conversation"].as_str().unwrap(), touch["sender"].as_str().unwrap());
-        if self.model.get(sender, conversation).is_some_and(|entry| !entry.gone) {
-            self.model.entry(sender, conversation).marked = false;
-        }
-    }
-
     /// The model of a touch landing.
     fn apply_touch(&mut self, touch: &Value) {
         let (conversation, seq) = (touch["conversation"].as_str().unwrap(), touch["seq"].as_u64().unwrap());
@@ -820,8 +811,12 @@ impl World {
                 entry.score = score;
             }
             if member == sender {
-                entry.read = entry.read.max(seq);
-                entry.marked = false;
+                // The message takes the sender's mark-unread only if it moves
+                // their cursor: sent again, it leaves a mark set after it.
+                if seq > entry.read {
+                    entry.read = seq;
+                    entry.marked = false;
+                }
             } else if (all || mentioned.contains(&member.as_str()))
                 && seq > entry.read
                 && !entry.recalled.contains(&seq)

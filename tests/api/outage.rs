@@ -95,43 +95,85 @@ async fn writes_during_an_outage_are_what_the_next_reads_show() {
     }
 }
 
+/// How Redis was away from a touch.
+#[derive(Clone, Copy, Debug)]
+enum Away {
+    /// Killed: it comes back empty.
+    Lost,
+    /// Hung: what was sent to it runs when it answers again.
+    Paused,
+    /// Stopped and started again from its saved data.
+    Stopped,
+}
+
 /// A touch refused while Redis was away and sent again after it came back
-/// reads the conversation for its sender when it lands: a mark-unread the
-/// sender set in between (answered from SQL) goes, in Redis and in the
-/// truth alike, so a reconcile finds nothing to fix. (One Redis server,
-/// which the test kills and restarts.)
+/// finds the sender's cursor already at its message in the truth (the
+/// refused call recorded it there): a mark-unread the sender set in
+/// between stays, in Redis and in the truth alike, so a reconcile finds
+/// nothing to fix. Lost or paused, the mark is set while Redis is away
+/// (answered from SQL); stopped, once it is back, where the sender's state
+/// still has the cursor before the message and takes the truth's mark.
+/// (One Redis server, which the test stops.)
 #[tokio::test]
-async fn a_touch_sent_again_reads_the_conversation_for_its_sender_when_it_lands() {
+async fn a_touch_sent_again_keeps_the_mark_unread_its_sender_set_after_it_was_refused() {
     for kind in KINDS {
-        let store = MessageStore::create(kind).await;
-        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::one_server() }).await;
-        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
-        send(&app, &store, "c1", 1, &["u1", "u2"]).await;
-        app.redis.kill();
-        let touch = message("acme", "c1", 2, 1_002, "u1", &["u1", "u2"]);
-        store.store_message("acme", "c1", 2, 1_002, "u1", &touch["preview"].to_string()).await;
-        assert_eq!(app.touch(touch.clone()).await.status, 503, "{kind:?}");
-        let marked = app.flag("acme", "u1", "c1", "mark-unread", json!({})).await;
-        assert_eq!(
-            (marked.status, marked.body["degraded"].clone(), marked.body["conversation"]["marked_unread"].clone()),
-            (200, json!(true), json!(true)),
-            "{kind:?}: {:?}",
-            marked.body
-        );
-        app.redis.restart();
-        assert_eq!(app.touch(touch).await.status, 200, "{kind:?}");
-        let row = app.row("acme", "u1", "c1").await.unwrap();
-        assert_eq!(
-            (row["marked_unread"].as_bool(), row["read_seq"].as_u64(), row["unread"].as_u64()),
-            (Some(false), Some(2), Some(0)),
-            "{kind:?}: {row}"
-        );
-        let settings = store.settings("acme").await;
-        assert_eq!(settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2), Some(false), "{kind:?}");
-        let report = app.reconcile_all("acme").await;
-        assert_eq!(report["drifted"], 0, "{kind:?}: {report}");
-        drop(app);
-        store.drop_database().await;
+        for away in [Away::Lost, Away::Paused, Away::Stopped] {
+            let store = MessageStore::create(kind).await;
+            let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::one_server() }).await;
+            store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+            send(&app, &store, "c1", 1, &["u1", "u2"]).await;
+            match away {
+                Away::Lost => app.redis.kill(),
+                Away::Paused => app.redis.pause(),
+                Away::Stopped => app.redis.stop_keeping_data(),
+            }
+            let touch = message("acme", "c1", 2, 1_002, "u1", &["u1", "u2"]);
+            store.store_message("acme", "c1", 2, 1_002, "u1", &touch["preview"].to_string()).await;
+            assert_eq!(app.touch(touch.clone()).await.status, 503, "{kind:?} {away:?}");
+            let back = || async {
+                match away {
+                    Away::Lost => app.redis.restart(),
+                    Away::Paused => app.redis.resume(),
+                    Away::Stopped => app.redis.start_keeping_data(),
+                }
+                // Instances idle for a second are retired: the next one reconnects.
+                tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+            };
+            if let Away::Stopped = away {
+                back().await;
+            }
+            let marked = app.flag("acme", "u1", "c1", "mark-unread", json!({})).await;
+            assert_eq!(
+                (marked.status, marked.body["degraded"].clone(), marked.body["conversation"]["marked_unread"].clone()),
+                (200, json!(!matches!(away, Away::Stopped)), json!(true)),
+                "{kind:?} {away:?}: {:?}",
+                marked.body
+            );
+            if !matches!(away, Away::Stopped) {
+                back().await;
+            }
+            assert_eq!(app.touch(touch).await.status, 200, "{kind:?} {away:?}");
+            let row = app.row("acme", "u1", "c1").await.unwrap();
+            assert_eq!(
+                (row["marked_unread"].as_bool(), row["read_seq"].as_u64(), row["unread"].as_u64()),
+                (Some(true), Some(2), Some(0)),
+                "{kind:?} {away:?}: {row}"
+            );
+            assert_eq!(app.badge("acme", "u1").await.body["total"], 1, "{kind:?} {away:?}");
+            let marked_in_truth = |settings: std::collections::HashMap<(String, String), (bool, bool, bool)>| {
+                settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2)
+            };
+            assert_eq!(marked_in_truth(store.settings("acme").await), Some(true), "{kind:?} {away:?}");
+            let report = app.reconcile_all("acme").await;
+            assert_eq!(report["drifted"], 0, "{kind:?} {away:?}: {report}");
+            // The sender's next message moves the cursor, and takes the mark.
+            send(&app, &store, "c1", 3, &["u1", "u2"]).await;
+            let row = app.row("acme", "u1", "c1").await.unwrap();
+            assert_eq!(row["marked_unread"], false, "{kind:?} {away:?}");
+            assert_eq!(marked_in_truth(store.settings("acme").await), Some(false), "{kind:?} {away:?}");
+            drop(app);
+            store.drop_database().await;
+        }
     }
 }
 

@@ -275,7 +275,9 @@ async fn on_a_cluster_a_held_back_copy_announces_the_message_that_left_the_clock
 /// touch came (the rebuild leaves its event to the touch), whose touch then
 /// was a 503 after the head's step (its replica paused; the message's @all
 /// mention is a write there, whose `WAIT` fails): sent again, it is
-/// announced then, once. The touch's note of it goes only once its event
+/// announced then, once. (A round that writes nothing fails its `WAIT` too
+/// while the replica has not acknowledged the node's last write, which it
+/// does once a second: the @all write makes the 503 independent of that.) The touch's note of it goes only once its event
 /// is out.
 #[tokio::test]
 async fn on_a_cluster_a_message_a_rebuild_brought_is_announced_by_its_touch_sent_again_after_a_503() {

@@ -75,8 +75,19 @@ impl RedisServer {
     /// port from the saved file, as a restart with persistence does: a new
     /// process, whose keys hash with a new seed.
     pub fn restart_keeping_data(&self) {
+        self.stop_keeping_data();
+        self.start_keeping_data();
+    }
+
+    /// The first half of [`RedisServer::restart_keeping_data`]: saves what
+    /// the server holds and kills it.
+    pub fn stop_keeping_data(&self) {
         let _: () = self.command(&["SAVE"]);
         self.kill();
+    }
+
+    /// The second half of [`RedisServer::restart_keeping_data`].
+    pub fn start_keeping_data(&self) {
         assert!(self.start_process(false), "redis-server did not start again on port {}", self.port);
     }
 

@@ -84,6 +84,7 @@ impl Guest for Core {
         let mut large_in_truth = false;
         // The memberships view has the conversation in the message's category.
         let mut vouched = false;
+        let mut sender_marked = None;
         if let Some(url) = &store {
             let users: Vec<String> = members.iter().map(|(user, _)| user.clone()).collect();
             let audience = sql::audience(url, &message.tenant, &message.conversation, &users).await?;
@@ -91,7 +92,7 @@ impl Guest for Core {
             if let Some(category) = audience.category.filter(|c| *c != message.category) {
                 return Err(category_conflict("in the message store", &category));
             }
-            record_in_truth(url, &message).await?;
+            sender_marked = record_in_truth(url, &message).await?;
             members.retain(|(user, _)| audience.members.contains(user));
             large_in_truth = audience.large;
             // The truth learns first that the conversation is large, so that
@@ -120,6 +121,7 @@ impl Guest for Core {
             late: None,
             large_in_truth,
             category_in_truth: vouched,
+            sender_marked,
         };
         let touched = if redis::is_cluster().await? {
             touch_in_rounds(&mut touch, members).await?
@@ -487,17 +489,20 @@ async fn leave(store: &Option<String>, tenant: &str, conversation: &str, users: 
 
 /// What a touch adds to the truth besides the message the app stored: the
 /// sender's read cursor (else a reconcile would count the sender's own
-/// message) and who the message mentions.
-async fn record_in_truth(url: &str, message: &Message) -> Result<(), Error> {
+/// message) and who the message mentions. Answers whether the truth holds
+/// the sender's mark-unread after it, for Redis to take.
+async fn record_in_truth(url: &str, message: &Message) -> Result<Option<bool>, Error> {
+    let mut sender_marked = None;
     if let Some(sender) = &message.sender {
-        sql::advance_cursor(url, &message.tenant, sender, &message.conversation, message.seq).await?;
+        sender_marked = Some(sql::sent(url, &message.tenant, sender, &message.conversation, message.seq).await?);
     }
     let mut mentioned = message.mentions.clone();
     if message.mention_all {
         mentioned.push("*".into());
     }
     let sender = message.sender.as_deref().unwrap_or_default();
-    sql::record_mentions(url, &message.tenant, &message.conversation, message.seq, sender, &mentioned).await
+    sql::record_mentions(url, &message.tenant, &message.conversation, message.seq, sender, &mentioned).await?;
+    Ok(sender_marked)
 }
 
 /// Whom a recall reaches with a SQL store. The truth counts a recall for

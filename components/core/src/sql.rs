@@ -68,24 +68,57 @@ pub async fn configured() -> Result<Option<String>, Error> {
     Ok(config::text("sql_url").await?.map(|u| u.trim().to_string()).filter(|u| !u.is_empty()))
 }
 
-/// Moves a read cursor forward in SQL (never back): `GREATEST`.
-pub async fn advance_cursor(url: &str, tenant: &str, user: &str, conversation: &str, seq: u64) -> Result<(), Error> {
-    advance_cursors(url, tenant, &[(user.to_string(), conversation.to_string(), seq)]).await
+/// Moves the sender's read cursor to their message (never back), and
+/// answers whether the store still holds their mark-unread then: the message
+/// clears it only if it moved the cursor, so a message sent again, or one
+/// the cursor had passed when the sender marked the conversation, leaves it.
+pub async fn sent(url: &str, tenant: &str, sender: &str, conversation: &str, seq: u64) -> Result<bool, Error> {
+    let now = crate::now_ms() as i64;
+    let params = vec![text(tenant), text(sender), text(conversation), Param::Int(seq as i64), Param::Int(now)];
+    let rows = query(
+        url,
+        |store| {
+            let returned = match store {
+                Store::Mysql(mysql) if mysql.returning => " RETURNING marked_unread",
+                Store::Mysql(_) => "",
+                Store::Postgres(_) => " RETURNING c.marked_unread",
+            };
+            format!("{}{returned}", advance_statement(store, 1, MarkUnread::ClearsIfAdvanced))
+        },
+        params,
+    )
+    .await?;
+    let row = match rows.into_iter().next() {
+        Some(row) => row,
+        // MySQL answers no rows to an upsert: the row is there now.
+        None => cursor_column(url, tenant, sender, conversation, "marked_unread")
+            .await?
+            .ok_or_else(|| malformed("marked_unread"))?,
+    };
+    match row.as_slice() {
+        [Value::Int(marked)] => Ok(*marked != 0),
+        _ => Err(malformed("marked_unread")),
+    }
 }
 
 /// Moves many (user, conversation, seq) read cursors forward in one
 /// statement; a mark-unread flag goes with any read.
 pub async fn advance_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)]) -> Result<(), Error> {
-    upsert_cursors(url, tenant, cursors, true).await
+    upsert_cursors(url, tenant, cursors, MarkUnread::Clears).await
 }
 
 /// Like [`advance_cursors`], for members who joined: the members' own
 /// mark-unread flags stay (a replayed join changes nothing they set).
 pub async fn join_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)]) -> Result<(), Error> {
-    upsert_cursors(url, tenant, cursors, false).await
+    upsert_cursors(url, tenant, cursors, MarkUnread::Keeps).await
 }
 
-async fn upsert_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64)], read: bool) -> Result<(), Error> {
+async fn upsert_cursors(
+    url: &str,
+    tenant: &str,
+    cursors: &[(String, String, u64)],
+    mark: MarkUnread,
+) -> Result<(), Error> {
     let now = crate::now_ms() as i64;
     for cursors in cursors.chunks(ROWS_PER_STATEMENT) {
         let params = cursors
@@ -94,7 +127,7 @@ async fn upsert_cursors(url: &str, tenant: &str, cursors: &[(String, String, u64
                 [text(tenant), text(user), text(conversation), Param::Int(*seq as i64), Param::Int(now)]
             })
             .collect();
-        execute(url, |store| advance_statement(store, cursors.len(), read), params).await?;
+        execute(url, |store| advance_statement(store, cursors.len(), mark), params).await?;
     }
     Ok(())
 }
@@ -472,12 +505,12 @@ fn value_rows(store: &Store, columns: usize, rows: usize) -> String {
         .join(", ")
 }
 
-fn advance_statement(store: &Store, rows: usize, read: bool) -> String {
+fn advance_statement(store: &Store, rows: usize, mark: MarkUnread) -> String {
     format!(
         "INSERT INTO unread_read_cursors{} (tenant, user_id, conversation, read_seq, updated_at) VALUES {} {}",
         cursor_alias(store),
         value_rows(store, 5, rows),
-        cursor_upsert(store, read)
+        cursor_upsert(store, mark)
     )
 }
 
@@ -489,22 +522,45 @@ fn cursor_alias(store: &Store) -> &'static str {
     }
 }
 
+/// What a read cursor upsert does to the mark-unread flag of a row already
+/// there.
+#[derive(Clone, Copy)]
+enum MarkUnread {
+    /// A read (the user's own, or a clear of a category) clears it.
+    Clears,
+    /// A join keeps it: a replayed join changes nothing the member set.
+    Keeps,
+    /// A message clears its sender's only if it moves their cursor.
+    ClearsIfAdvanced,
+}
+
 /// What a read cursor upsert does to the row already there: the cursor
-/// moves forward only, and `updated_at` moves only when something changed.
-/// A `read` clears the mark-unread flag; a join does not.
-fn cursor_upsert(store: &Store, read: bool) -> String {
+/// moves forward only, the mark-unread flag as `mark` says, and
+/// `updated_at` moves only when something changed.
+fn cursor_upsert(store: &Store, mark: MarkUnread) -> String {
     match store {
-        // updated_at first: MySQL assigns left to right.
+        // MySQL assigns left to right, each from the row as the assignments
+        // before it left it: updated_at and the flag read the old cursor.
         Store::Mysql(_) => {
-            let marked = if read { "0" } else { "marked_unread" };
+            let marked = match mark {
+                MarkUnread::Clears => "0",
+                MarkUnread::Keeps => "marked_unread",
+                MarkUnread::ClearsIfAdvanced => "IF(VALUES(read_seq) > read_seq, 0, marked_unread)",
+            };
             format!(
                 "ON DUPLICATE KEY UPDATE \
                  updated_at = IF(VALUES(read_seq) > read_seq OR marked_unread <> {marked}, VALUES(updated_at), updated_at), \
-                 read_seq = GREATEST(read_seq, VALUES(read_seq)), marked_unread = {marked}"
+                 marked_unread = {marked}, read_seq = GREATEST(read_seq, VALUES(read_seq))"
             )
         }
         Store::Postgres(_) => {
-            let marked = if read { "0" } else { "c.marked_unread" };
+            let marked = match mark {
+                MarkUnread::Clears => "0",
+                MarkUnread::Keeps => "c.marked_unread",
+                MarkUnread::ClearsIfAdvanced => {
+                    "CASE WHEN EXCLUDED.read_seq > c.read_seq THEN 0 ELSE c.marked_unread END"
+                }
+            };
             format!(
                 "ON CONFLICT (tenant, user_id, conversation) DO UPDATE SET \
                  read_seq = GREATEST(c.read_seq, EXCLUDED.read_seq), marked_unread = {marked}, \
@@ -513,6 +569,38 @@ fn cursor_upsert(store: &Store, read: bool) -> String {
             )
         }
     }
+}
+
+/// One column of a user's read cursor row, as the store holds it (MySQL,
+/// whose upsert answers no rows); `None` when there is no row.
+async fn cursor_column(
+    url: &str,
+    tenant: &str,
+    user: &str,
+    conversation: &str,
+    column: &'static str,
+) -> Result<Option<Vec<Value>>, Error> {
+    let rows = query_built(url, |store| {
+        let (tenant, user, conversation) = (text(tenant), text(user), text(conversation));
+        let mut params = Vec::new();
+        let mut p = |param: &Param| {
+            params.push(param.clone());
+            store.placeholder(params.len())
+        };
+        let (t, u, c) = (p(&tenant), p(&user), p(&conversation));
+        let exact = exactly(
+            store,
+            &mut |param| p(&param),
+            [("tenant", &tenant), ("user_id", &user), ("conversation", &conversation)],
+        );
+        let statement = format!(
+            "SELECT {column} FROM unread_read_cursors WHERE tenant = {t} AND user_id = {u} \
+             AND conversation = {c}{exact}"
+        );
+        (statement, params)
+    })
+    .await?;
+    Ok(rows.into_iter().next())
 }
 
 /// Upserts one setting; a new row starts with read cursor 0.

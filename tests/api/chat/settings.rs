@@ -145,3 +145,55 @@ async fn flags_mentions_and_recalls_are_in_the_truth() {
         store.drop_database().await;
     }
 }
+
+/// A message sent again (a queue that delivers at least once) leaves the
+/// mark-unread its sender set after it, in Redis and in the truth; the
+/// sender's next message moves their read cursor and takes the mark.
+/// Cache-only and with each SQL store.
+#[tokio::test]
+async fn a_message_sent_again_keeps_the_mark_unread_its_sender_set_after_it() {
+    for kind in [None].into_iter().chain(KINDS.map(Some)) {
+        let store = match kind {
+            Some(kind) => Some(MessageStore::create(kind).await),
+            None => None,
+        };
+        let app = App::with(Setup { sql_url: store.as_ref().map(|s| s.url.clone()), ..Setup::default() }).await;
+        if let Some(store) = &store {
+            store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        }
+        let first = sent_by_u1(&app, store.as_ref(), 1).await;
+        let marked = flag(&app, "u1", "c1", "mark-unread", json!({})).await;
+        assert_eq!(marked.body["badge"]["total"], 1, "{kind:?}: {:?}", marked.body);
+        assert_eq!(app.touch(first).await.status, 200, "{kind:?}");
+        assert_eq!(row(&app.whole_list("acme", "u1", 20).await, "c1")["marked_unread"], true, "{kind:?}");
+        assert_eq!(badge_of(&app, "u1", "").await["total"], 1, "{kind:?}: the message sent again took the mark");
+        if let Some(store) = &store {
+            let settings = store.settings("acme").await;
+            assert_eq!(settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2), Some(true), "{kind:?}");
+            assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        }
+        sent_by_u1(&app, store.as_ref(), 2).await;
+        assert_eq!(row(&app.whole_list("acme", "u1", 20).await, "c1")["marked_unread"], false, "{kind:?}");
+        assert_eq!(badge_of(&app, "u1", "").await["total"], 0, "{kind:?}");
+        if let Some(store) = &store {
+            let settings = store.settings("acme").await;
+            assert_eq!(settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2), Some(false), "{kind:?}");
+            assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        }
+        drop(app);
+        if let Some(store) = store {
+            store.drop_database().await;
+        }
+    }
+}
+
+/// Message `seq` of c1 from u1 to u1 and u2, stored first when there is a
+/// store, and touched; answers the touch.
+async fn sent_by_u1(app: &App, store: Option<&MessageStore>, seq: u64) -> serde_json::Value {
+    let touch = message("acme", "c1", seq, 1_000 + seq, "u1", &["u1", "u2"]);
+    if let Some(store) = store {
+        store.store_message("acme", "c1", seq, 1_000 + seq, "u1", &touch["preview"].to_string()).await;
+    }
+    assert_eq!(app.touch(touch.clone()).await.status, 200, "message {seq}");
+    touch
+}

@@ -126,6 +126,7 @@ fn sample_calls() -> BTreeMap<&'static str, Call> {
             late: None,
             large_in_truth: false,
             category_in_truth: false,
+            sender_marked: None,
         }),
         encoded(&MarkRead {
             tenant: "t",

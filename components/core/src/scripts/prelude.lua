@@ -746,7 +746,8 @@ end
 
 -- The member's state takes message `msg.seq` of `conv` (list score
 -- `msg.score`, category `msg.category`): `msg.role` 's' sent it (it reads the
--- conversation for them), 'm' mentioned by name, '' neither; `msg.mention_all`;
+-- conversation for them; `msg.sender_marked`: their mark-unread after it,
+-- as the truth holds it), 'm' mentioned by name, '' neither; `msg.mention_all`;
 -- `msg.recalled` and `msg.all` are seqs recalled and mentioning everyone,
 -- from a large conversation's log. With `msg.score_waits` a listed
 -- conversation keeps its list score: the member's next catch-up raises it
@@ -772,11 +773,27 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
     st.legacy = nil
     changed = true
   end
-  if msg.role == 's' and (seq > st.read or has_flag(st, 'u')) then
-    -- Writing to a conversation reads it: the sender's mark-unread goes too.
-    st.read = math.max(st.read, seq)
-    set_flag(st, 'u', false)
-    changed = true
+  if msg.role == 's' then
+    -- Writing to a conversation reads it, and a message that moves the
+    -- sender's cursor takes their mark-unread too; one sent again, or one
+    -- the cursor had passed when they marked it, leaves the mark. With a
+    -- SQL store the truth decided (`msg.sender_marked`), from its cursor,
+    -- which may be ahead of this one (a touch sent again after its Redis
+    -- step failed). A mark it holds is taken only with the message: once
+    -- the cursor is past it, a read or a newer message may have taken the
+    -- mark since the truth answered.
+    local marked = msg.sender_marked
+    if seq > st.read then
+      st.read = seq
+      changed = true
+      if marked == nil then marked = false end
+    elseif marked then
+      marked = nil
+    end
+    if marked ~= nil and has_flag(st, 'u') ~= marked then
+      set_flag(st, 'u', marked)
+      changed = true
+    end
   end
   for _, s in ipairs(msg.recalled or {}) do
     if mark_recalled(m, conv, st, s) then changed = true end

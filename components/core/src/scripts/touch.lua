@@ -30,7 +30,9 @@
 -- (it records that first), and a Redis that lost its log makes it large
 -- again; `category_in_truth`: the truth has the conversation in the
 -- message's category, so a head or state Redis holds in another (the app
--- moved the conversation) takes the message's instead of refusing it.
+-- moved the conversation) takes the message's instead of refusing it;
+-- `sender_marked` ('1' or '0'): whether the truth holds the sender's
+-- mark-unread after the message, which their state takes.
 -- Reply: {'ok', applied (0/1), large (the log's counter after the message,
 -- '' if the conversation is not large; from the head), fresh (1: its log
 -- was made by this message), logged (1: the message moved the log, or a
@@ -49,7 +51,7 @@ local K, A, members = declare {
   keys = CONVERSATION_KEYS,
   args = {'conversation', 'seq', 'score', 'category', 'preview', 'mention_all', 'max_conversations', 'max_kept',
           'require_loaded', 'channel', 'head_ttl', 'mode', 'large_threshold', 'named', 'large_in_truth',
-          'category_in_truth', 'large', 'late', 'logs', 'conversations', 'clocks'},
+          'category_in_truth', 'sender_marked', 'large', 'late', 'logs', 'conversations', 'clocks'},
   each = {keys = USER_KEYS, args = {'user', 'role'}},
 }
 local conv, category, mode = A.conversation, A.category, A.mode
@@ -165,6 +167,7 @@ if group and counter then
 end
 
 local msg = {seq = seq, score = score, category = category, mention_all = A.mention_all == '1'}
+if A.sender_marked ~= '' then msg.sender_marked = A.sender_marked == '1' end
 local applied, unanswered = 0, {}
 
 -- The log, read from its start, if this message is older than the head

@@ -47,6 +47,11 @@ pub struct Touch<'a> {
     /// With a SQL store: the truth has the conversation in this message's
     /// category (the app may have moved it since Redis took its category).
     pub category_in_truth: bool,
+    /// With a SQL store: whether the truth holds the sender's mark-unread
+    /// after this message (it went only if the message moved their read
+    /// cursor there); the sender's state takes it. Without one, the
+    /// message clears it if it moves the cursor in Redis.
+    pub sender_marked: Option<bool>,
     /// For a members round on Redis Cluster: the counter of the
     /// conversation's log after this message, as the head's round answered
     /// it; none if it is not large.
@@ -157,6 +162,7 @@ impl Script for Touch<'_> {
         call.arg("named", self.named);
         call.arg("large_in_truth", self.large_in_truth);
         call.arg("category_in_truth", self.category_in_truth);
+        call.arg("sender_marked", self.sender_marked.map(|marked| if marked { "1" } else { "0" }).unwrap_or_default());
         call.arg("large", self.large.map(|n| n.to_string()).unwrap_or_default());
         call.arg("late", self.late.as_deref().unwrap_or_default());
         call.logs(self.tenant);

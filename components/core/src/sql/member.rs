@@ -5,7 +5,10 @@
 //! MySQL compares through the view's collation; the casts to binary keep a
 //! match exact while the plain comparisons let the view's index serve it.
 
-use super::{Param, Store, Value, cursor_alias, cursor_upsert, exactly, malformed, query_built, returning, text};
+use super::{
+    MarkUnread, Param, Store, Value, cursor_alias, cursor_column, cursor_upsert, exactly, malformed, query_built,
+    returning, text,
+};
 use crate::Error;
 
 /// Whether a user may change one of their settings of a conversation.
@@ -42,7 +45,7 @@ pub async fn read_as_member(
         if permit(url, tenant, user, conversation, None, false).await? != Permit::Member {
             return Ok(None);
         }
-        return read_cursor(url, tenant, user, conversation).await;
+        return cursor_column(url, tenant, user, conversation, "read_seq").await?.map(|row| cursor(&row)).transpose();
     }
     rows.first().map(|row| cursor(row)).transpose()
 }
@@ -53,32 +56,6 @@ fn cursor(row: &[Value]) -> Result<u64, Error> {
         [Value::Int(seq)] => u64::try_from(*seq).map_err(|_| malformed("read_seq")),
         _ => Err(malformed("read_seq")),
     }
-}
-
-/// The member's read cursor as the store holds it (MySQL, whose upsert
-/// answers no rows).
-async fn read_cursor(url: &str, tenant: &str, user: &str, conversation: &str) -> Result<Option<u64>, Error> {
-    let rows = query_built(url, |store| {
-        let (tenant, user, conversation) = (text(tenant), text(user), text(conversation));
-        let mut params = Vec::new();
-        let mut p = |param: &Param| {
-            params.push(param.clone());
-            store.placeholder(params.len())
-        };
-        let (t, u, c) = (p(&tenant), p(&user), p(&conversation));
-        let exact = exactly(
-            store,
-            &mut |param| p(&param),
-            [("tenant", &tenant), ("user_id", &user), ("conversation", &conversation)],
-        );
-        let statement = format!(
-            "SELECT read_seq FROM unread_read_cursors WHERE tenant = {t} AND user_id = {u} \
-             AND conversation = {c}{exact}"
-        );
-        (statement, params)
-    })
-    .await?;
-    rows.first().map(|row| cursor(row)).transpose()
 }
 
 /// The upsert of [`read_as_member`], with its parameters in the order its
@@ -114,7 +91,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
     let statement = format!(
         "INSERT INTO unread_read_cursors{} (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 {}{returned}",
         cursor_alias(store),
-        cursor_upsert(store, true)
+        cursor_upsert(store, MarkUnread::Clears)
     );
     (statement, params)
 }
