@@ -9,7 +9,7 @@
 //! mentions, @all floods, duplicate, replayed and held-back touches), reads
 //! from 2-3 devices with stale and fresh acks (some before the touch they
 //! cover), lists, badges, mutes, pins, marks, recalls (some before their
-//! touch), joins, leaves and rejoins, and deletes.
+//! touch, some replayed), joins, leaves and rejoins, and deletes.
 //!
 //! The model (below) is the product's semantics written again, plainly:
 //! per user and conversation the last message, read cursor, settings,
@@ -452,6 +452,8 @@ struct World {
     model: Model,
     /// Touches held back (cache-only) or to be sent again, delivered later.
     held: Vec<Value>,
+    /// Recalls to be sent again later: conversation index and body.
+    recalls_again: Vec<(usize, Value)>,
     /// Service calls refused while Redis was down, sent again later (SQL).
     retry: Vec<(String, Value)>,
     /// (user, device) -> conversation -> newest seq that device has seen.
@@ -520,6 +522,7 @@ impl World {
             conversations,
             model: Model::default(),
             held: Vec::new(),
+            recalls_again: Vec::new(),
             retry: Vec::new(),
             seen: HashMap::new(),
             clock: start_of_time(client),
@@ -579,7 +582,8 @@ impl World {
         match self.rng.random_range(0..100) {
             0..30 => self.send().await,
             30..33 => self.flood().await,
-            33..38 => self.deliver_held().await,
+            33..37 => self.deliver_held().await,
+            37..38 => self.send_recall_again().await,
             38..56 => self.mark_read().await,
             56..68 => self.list().await,
             68..76 => self.badge().await,
@@ -591,12 +595,15 @@ impl World {
         }
     }
 
-    /// The end: everything held back or refused arrives, and every user's
-    /// list and badge equal the model.
+    /// The end: everything held back, sent again or refused arrives, and
+    /// every user's list and badge equal the model.
     async fn finish(&mut self) {
         while !self.held.is_empty() {
             let touch = self.held.remove(0);
             self.deliver(touch).await;
+        }
+        while !self.recalls_again.is_empty() {
+            self.send_recall_again().await;
         }
         self.send_again().await;
         for user in self.users.clone() {
@@ -959,6 +966,26 @@ impl World {
                 )
                 .await;
         }
+        let mut body = json!({"tenant": self.tenant, "conversation": id, "seq": seq, "members": members});
+        if let Some(preview) = preview {
+            body["preview"] = preview;
+        }
+        self.send_recall(i, &body).await;
+        if self.rng.random_bool(0.15) {
+            // A queue that delivers at least once sends it again, later.
+            self.shared.count("recalls sent again later");
+            self.recalls_again.push((i, body));
+        }
+        self.shared.count("recalls");
+    }
+
+    /// A recall (`body`) of conversation `i` reaches the service, and the
+    /// model takes it: once, or again later, when it changes nothing more.
+    async fn send_recall(&mut self, i: usize, body: &Value) {
+        let (id, seq) = (body["conversation"].as_str().unwrap().to_string(), body["seq"].as_u64().unwrap());
+        let members: Vec<String> =
+            body["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
+        let preview = body.get("preview").cloned();
         if let Some(preview) = &preview {
             self.model.heads.entry(id.clone()).or_default().recalled(seq, preview);
         }
@@ -989,16 +1016,21 @@ impl World {
                 dropped += 1;
             }
         }
-        let mut body = json!({"tenant": self.tenant, "conversation": id, "seq": seq, "members": members});
-        if let Some(preview) = preview {
-            body["preview"] = preview;
-        }
-        if let Some(answer) = self.service("/v1/recall", body).await
+        if let Some(answer) = self.service("/v1/recall", body.clone()).await
             && !self.sql()
         {
             assert_eq!(answer.body["changed"], dropped, "{} recall {id} {seq}", self.tenant);
         }
-        self.shared.count("recalls");
+    }
+
+    /// A recall sent again later, by the queue.
+    async fn send_recall_again(&mut self) {
+        if self.recalls_again.is_empty() {
+            return;
+        }
+        let j = self.rng.random_range(0..self.recalls_again.len());
+        let (i, body) = self.recalls_again.swap_remove(j);
+        self.send_recall(i, &body).await;
     }
 
     /// A member mutes, unmutes, pins, unpins or marks unread.
