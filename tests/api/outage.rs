@@ -160,17 +160,14 @@ async fn a_touch_sent_again_keeps_the_mark_unread_its_sender_set_after_it_was_re
                 "{kind:?} {away:?}: {row}"
             );
             assert_eq!(app.badge("acme", "u1").await.body["total"], 1, "{kind:?} {away:?}");
-            let marked_in_truth = |settings: std::collections::HashMap<(String, String), (bool, bool, bool)>| {
-                settings.get(&("u1".to_string(), "c1".to_string())).map(|s| s.2)
-            };
-            assert_eq!(marked_in_truth(store.settings("acme").await), Some(true), "{kind:?} {away:?}");
+            assert_eq!(store.marked_unread("acme", "u1", "c1").await, Some(true), "{kind:?} {away:?}");
             let report = app.reconcile_all("acme").await;
             assert_eq!(report["drifted"], 0, "{kind:?} {away:?}: {report}");
             // The sender's next message moves the cursor, and takes the mark.
             send(&app, &store, "c1", 3, &["u1", "u2"]).await;
             let row = app.row("acme", "u1", "c1").await.unwrap();
             assert_eq!(row["marked_unread"], false, "{kind:?} {away:?}");
-            assert_eq!(marked_in_truth(store.settings("acme").await), Some(false), "{kind:?} {away:?}");
+            assert_eq!(store.marked_unread("acme", "u1", "c1").await, Some(false), "{kind:?} {away:?}");
             drop(app);
             store.drop_database().await;
         }

@@ -256,6 +256,12 @@ impl MessageStore {
         .map(|r| ((r[0].clone(), r[1].clone()), (r[2] == "1", r[3] == "1", r[4] == "1")))
         .collect()
     }
+
+    /// Whether unread's row of the user's conversation is marked unread;
+    /// `None` when there is no row.
+    pub async fn marked_unread(&self, tenant: &str, user: &str, conversation: &str) -> Option<bool> {
+        self.settings(tenant).await.get(&(user.to_string(), conversation.to_string())).map(|s| s.2)
+    }
 }
 
 /// A text, bigint or smallint column as text.

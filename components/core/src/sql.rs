@@ -78,12 +78,8 @@ pub async fn sent(url: &str, tenant: &str, sender: &str, conversation: &str, seq
     let rows = query(
         url,
         |store| {
-            let returned = match store {
-                Store::Mysql(mysql) if mysql.returning => " RETURNING marked_unread",
-                Store::Mysql(_) => "",
-                Store::Postgres(_) => " RETURNING c.marked_unread",
-            };
-            format!("{}{returned}", advance_statement(store, 1, MarkUnread::ClearsIfAdvanced))
+            let statement = advance_statement(store, 1, MarkUnread::ClearsIfAdvanced);
+            format!("{statement}{}", cursor_returning(store, "marked_unread"))
         },
         params,
     )
@@ -568,6 +564,16 @@ fn cursor_upsert(store: &Store, mark: MarkUnread) -> String {
                    THEN EXCLUDED.updated_at ELSE c.updated_at END"
             )
         }
+    }
+}
+
+/// What a read cursor upsert appends to answer `column` of the row after
+/// it; nothing on MySQL, which has no `RETURNING` (ask [`cursor_column`]).
+fn cursor_returning(store: &Store, column: &str) -> String {
+    match store {
+        Store::Mysql(mysql) if mysql.returning => format!(" RETURNING {column}"),
+        Store::Mysql(_) => String::new(),
+        Store::Postgres(_) => format!(" RETURNING c.{column}"),
     }
 }
 

@@ -6,8 +6,8 @@
 //! match exact while the plain comparisons let the view's index serve it.
 
 use super::{
-    MarkUnread, Param, Store, Value, cursor_alias, cursor_column, cursor_upsert, exactly, malformed, query_built,
-    returning, text,
+    MarkUnread, Param, Store, Value, cursor_alias, cursor_column, cursor_returning, cursor_upsert, exactly, malformed,
+    query_built, returning, text,
 };
 use crate::Error;
 
@@ -83,11 +83,7 @@ fn read_statement(store: &Store, values: &[Param; 5], now: i64) -> (String, Vec<
         now = p(&Param::Int(now)),
         member = membership(store, &mut p, [&tenant, &user, &conversation]),
     );
-    let returned = match store {
-        Store::Mysql(mysql) if mysql.returning => " RETURNING read_seq",
-        Store::Mysql(_) => "",
-        Store::Postgres(_) => " RETURNING c.read_seq",
-    };
+    let returned = cursor_returning(store, "read_seq");
     let statement = format!(
         "INSERT INTO unread_read_cursors{} (tenant, user_id, conversation, read_seq, updated_at) {select} LIMIT 1 {}{returned}",
         cursor_alias(store),
