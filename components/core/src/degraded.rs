@@ -18,8 +18,7 @@ use crate::sql::{Truth, TruthRow};
 /// it too.
 async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Result<(Truth, Source), Error> {
     let limits = Limits::read().await?;
-    let users = std::slice::from_ref(&who.user);
-    let truth = sql::truth(url, &who.tenant, users, limits).await?;
+    let truth = truth_of(url, who, limits).await?;
     let source = match version {
         Some(version) => {
             // Best effort: if Redis moved meanwhile, the next request rebuilds.
@@ -30,6 +29,11 @@ async fn user_truth(url: &str, who: &Principal, version: Option<String>) -> Resu
         None => Source::SqlRedisUnreachable,
     };
     Ok((truth, source))
+}
+
+/// The user's truth.
+async fn truth_of(url: &str, who: &Principal, limits: Limits) -> Result<Truth, Error> {
+    sql::truth(url, &who.tenant, std::slice::from_ref(&who.user), limits).await
 }
 
 fn listed(rows: &[TruthRow]) -> impl Iterator<Item = &TruthRow> {
@@ -152,7 +156,26 @@ pub async fn read_state(
     version: Option<String>,
 ) -> Result<ReadState, Error> {
     let (truth, source) = user_truth(url, who, version).await?;
-    let row = row_of(url, who, &truth, conversation).await?;
+    read_state_of(url, who, &truth, conversation, seq, source).await
+}
+
+/// A mark-read's answer, from SQL, once the caller settled the user's Redis
+/// state with the truth (so Redis would answer the same: source `sql`).
+pub async fn read_state_settled(url: &str, who: &Principal, conversation: &str, seq: u64) -> Result<ReadState, Error> {
+    let truth = truth_of(url, who, Limits::read().await?).await?;
+    read_state_of(url, who, &truth, conversation, seq, Source::Sql).await
+}
+
+/// [`read_state`] from the user's truth.
+async fn read_state_of(
+    url: &str,
+    who: &Principal,
+    truth: &Truth,
+    conversation: &str,
+    seq: u64,
+    source: Source,
+) -> Result<ReadState, Error> {
+    let row = row_of(url, who, truth, conversation).await?;
     let counted = row.as_ref().map(|r| r.counts().counted()).unwrap_or_default();
     Ok(ReadState {
         conversation: conversation.to_string(),
@@ -171,9 +194,25 @@ pub async fn conversation_state(
     version: Option<String>,
 ) -> Result<ConversationState, Error> {
     let (truth, source) = user_truth(url, who, version).await?;
-    let row = row_of(url, who, &truth, id)
-        .await?
-        .filter(|r| r.last_seq > 0)
-        .ok_or_else(|| crate::unknown_conversation(id))?;
+    state_of(url, who, &truth, id, source).await
+}
+
+/// A setting's answer, from SQL, once the caller settled the user's Redis
+/// state with the truth (so Redis would answer the same: source `sql`).
+pub async fn conversation_state_settled(url: &str, who: &Principal, id: &str) -> Result<ConversationState, Error> {
+    let truth = truth_of(url, who, Limits::read().await?).await?;
+    state_of(url, who, &truth, id, Source::Sql).await
+}
+
+/// The row of conversation `id` and the badge, from the user's truth.
+async fn state_of(
+    url: &str,
+    who: &Principal,
+    truth: &Truth,
+    id: &str,
+    source: Source,
+) -> Result<ConversationState, Error> {
+    let row =
+        row_of(url, who, truth, id).await?.filter(|r| r.last_seq > 0).ok_or_else(|| crate::unknown_conversation(id))?;
     Ok(ConversationState { conversation: conversation(&row), badge: badge(&truth.rows, source) })
 }

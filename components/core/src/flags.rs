@@ -5,7 +5,13 @@
 //! (it survives a Redis restart) and then to Redis. Where Redis cannot
 //! answer for it (the user not loaded, the conversation not there yet, or
 //! Redis down or out of step), the answer comes from the truth, and the
-//! user's Redis state is rebuilt from it.
+//! user's Redis state is rebuilt from it (settled as a reconcile does, when
+//! Redis held the user and is behind the truth). Two calls for one setting
+//! at once (two devices) may reach Redis in the other order than the truth:
+//! one that Redis answered reads the setting back from the truth after its
+//! Redis step, and one that finds it overtaken makes the user's Redis state
+//! the truth's; one that Redis missed answers from the truth, whose rewrite
+//! of Redis is refused if any call's Redis step came in between.
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
 use crate::config::{self, Limits};
@@ -54,19 +60,37 @@ pub async fn set(
         }
         other => other,
     };
-    let answer = answer.and_then(|loaded| match (loaded, &store) {
-        (Loaded::Ready(FlagSet::Done(state)), _) => Ok(Loaded::Ready(state)),
-        (Loaded::Miss(version), _) => Ok(Loaded::Miss(version)),
-        // The truth allowed it: Redis is behind it, and is rebuilt.
-        (Loaded::Ready(FlagSet::Unknown(version) | FlagSet::TooManyPins(version)), Some(_)) => {
-            Ok(Loaded::Miss(version))
-        }
-        (Loaded::Ready(FlagSet::Unknown(_)), None) => Err(crate::unknown_conversation(&conversation)),
-        (Loaded::Ready(FlagSet::TooManyPins(_)), None) => Err(Error::TooManyPins(max_pins)),
-    });
     let (whom, id) = (&who, conversation.as_str());
-    crate::or_from_truth(answer, &store, &who, true, |url, version| async move {
+    // The truth allowed it, and Redis answered without the conversation or
+    // with a pin too many: the user's Redis state, loaded, is behind the
+    // truth, and is made the truth's (a one-off rebuild that a concurrent
+    // call refused would leave it behind).
+    if let (Some(url), Ok(Loaded::Ready(FlagSet::Unknown | FlagSet::TooManyPins))) = (&store, &answer) {
+        return match crate::settle(url, &who, limits).await {
+            true => degraded::conversation_state_settled(url, whom, id).await,
+            false => degraded::conversation_state(url, whom, id, None).await,
+        };
+    }
+    let answer = answer.and_then(|loaded| match loaded {
+        Loaded::Ready(FlagSet::Done(state)) => Ok(Loaded::Ready(state)),
+        Loaded::Miss(version) => Ok(Loaded::Miss(version)),
+        Loaded::Ready(FlagSet::Unknown) => Err(crate::unknown_conversation(&conversation)),
+        Loaded::Ready(FlagSet::TooManyPins) => Err(Error::TooManyPins(max_pins)),
+    });
+    // Redis's own answer: Redis holds what this call wrote there.
+    let wrote_redis = matches!(answer, Ok(Loaded::Ready(_)));
+    let state = crate::or_from_truth(answer, &store, &who, true, |url, version| async move {
         degraded::conversation_state(&url, whom, id, version).await
     })
-    .await
+    .await?;
+    match (&store, wrote_redis) {
+        (Some(url), true) => {
+            let held = sql::setting(url, &who.tenant, &who.user, &conversation, setting);
+            crate::unless_overtaken(url, &who, limits, state, async { Ok(held.await? != Some(on)) }, || {
+                degraded::conversation_state_settled(url, whom, id)
+            })
+            .await
+        }
+        _ => Ok(state),
+    }
 }

@@ -183,16 +183,32 @@ impl Guest for Core {
             max_kept: limits.max_kept,
             require_loaded: store.is_some(),
         };
+        let mut unmarked = false;
         let answer = redis::run(&read).await.and_then(|loaded| match loaded {
             Loaded::Ready(None) => Err(unknown_conversation(&conversation)),
-            Loaded::Ready(Some(state)) => Ok(Loaded::Ready(state)),
+            Loaded::Ready(Some((state, took_mark))) => {
+                unmarked = took_mark;
+                Ok(Loaded::Ready(state))
+            }
             Loaded::Miss(version) => Ok(Loaded::Miss(version)),
         });
         let (whom, id) = (&who, conversation.as_str());
-        or_from_truth(answer, &store, &who, true, |url, version| async move {
+        let state = or_from_truth(answer, &store, &who, true, |url, version| async move {
             degraded::read_state(&url, whom, id, seq, version).await
         })
-        .await
+        .await?;
+        // The read took a mark-unread away in Redis: a mark-unread the truth
+        // took after this read cleared it there may have reached Redis first.
+        match (&store, unmarked) {
+            (Some(url), true) => {
+                let marked = sql::setting(url, &who.tenant, &who.user, &conversation, sql::Setting::MarkedUnread);
+                unless_overtaken(url, &who, limits, state, async { Ok(marked.await? == Some(true)) }, || {
+                    degraded::read_state_settled(url, whom, id, seq)
+                })
+                .await
+            }
+            _ => Ok(state),
+        }
     }
 
     async fn list(who: Principal, limit: u32, cursor: Option<String>, category: Option<String>) -> Result<Page, Error> {
@@ -581,6 +597,57 @@ where
         (Ok(Loaded::Miss(_)), None) => Err(script::malformed()),
         (Err(error), _) => Err(error),
     }
+}
+
+/// The answer of a call that wrote a user's setting to the truth and then
+/// to Redis, once `overtaken` read whether the truth moved past what it
+/// wrote to Redis: another call wrote after it there, and its Redis step may
+/// have come first. If so, the user's Redis state is made the truth's again
+/// and `from_truth` answers. A truth that cannot be read back leaves
+/// `answer` as it is (a reconcile finds a drift).
+async fn unless_overtaken<T, O, F, Fut>(
+    url: &str,
+    who: &Principal,
+    limits: Limits,
+    answer: T,
+    overtaken: O,
+    from_truth: F,
+) -> Result<T, Error>
+where
+    O: std::future::Future<Output = Result<bool, Error>>,
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    match overtaken.await {
+        Ok(false) => return Ok(answer),
+        Ok(true) => {}
+        Err(error) => {
+            eprintln!("unread: warning: tenant={}: a setting could not be read back from SQL: {error:?}", who.tenant);
+            return Ok(answer);
+        }
+    }
+    if !settle(url, who, limits).await {
+        return Ok(answer);
+    }
+    from_truth().await.or_else(|error| {
+        // Both writes are done: the call answers what it wrote.
+        eprintln!("unread: warning: tenant={}: a settled answer could not be read from SQL: {error:?}", who.tenant);
+        Ok(answer)
+    })
+}
+
+/// Makes the user's Redis state the truth's again ([`reconcile::settle_user`]);
+/// whether it did. If it did not, whichever store failed, the user's next
+/// read rebuilds from the truth: unloaded now, or marked stale for Redis's
+/// next connection.
+async fn settle(url: &str, who: &Principal, limits: Limits) -> bool {
+    let Err(error) = reconcile::settle_user(url, who, limits).await else {
+        return true;
+    };
+    eprintln!("unread: warning: tenant={}: a user's Redis state could not be settled: {error:?}", who.tenant);
+    reconcile::unload(who).await;
+    let _ = sql::mark_stale(url, &who.tenant, &who.user).await;
+    false
 }
 
 /// A health check's outcome; the reason stays for the operator's log.

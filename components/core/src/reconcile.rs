@@ -12,7 +12,7 @@
 //! message that came after the truth was read), which is no drift; its last
 //! attempt rewrites.
 
-use crate::bindings::unread::core::types::{Error, ReconcileReport, UserScope};
+use crate::bindings::unread::core::types::{Error, Principal, ReconcileReport, UserScope};
 use crate::config::{self, Limits};
 use crate::redis;
 use crate::scripts::{ForgetLoaded, Heads, MoveClocks, Rebuild, Rebuilt, TruthUser, Versions};
@@ -86,6 +86,22 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
         redis::run(&ForgetLoaded { users: &unsettled }).await?;
     }
     Ok(rebuilt)
+}
+
+/// Makes one user's Redis state the truth's again, after the user's own
+/// call found that another call moved the truth past what it wrote to Redis
+/// and may have reached Redis first: [`check`] (a rewrite guarded by the
+/// state's version, which every setting call and mark-read with a SQL store
+/// moves in its Redis step, after its truth's), or the user unloaded.
+pub async fn settle_user(url: &str, who: &Principal, limits: Limits) -> Result<(), Error> {
+    check(url, &who.tenant, std::slice::from_ref(&who.user), limits).await.map(drop)
+}
+
+/// Leaves the user's Redis state unloaded, so that their next call rebuilds
+/// it from the truth; best effort (a caller that cannot reach Redis marks
+/// the user stale in the truth too).
+pub async fn unload(who: &Principal) {
+    let _ = redis::run(&ForgetLoaded { users: &[(who.tenant.clone(), who.user.clone())] }).await;
 }
 
 /// [`check`]; `for_drift` (a reconcile): a user whose state and truth differ

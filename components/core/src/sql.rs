@@ -227,6 +227,35 @@ pub enum Setting {
     MarkedUnread,
 }
 
+impl Setting {
+    /// The setting's column in `unread_read_cursors`.
+    fn column(self) -> &'static str {
+        match self {
+            Setting::Muted => "muted",
+            Setting::Pinned => "pinned",
+            Setting::MarkedUnread => "marked_unread",
+        }
+    }
+}
+
+/// One of a user's settings of a conversation as the truth holds it now;
+/// `None` when the user has no row for it.
+pub async fn setting(
+    url: &str,
+    tenant: &str,
+    user: &str,
+    conversation: &str,
+    setting: Setting,
+) -> Result<Option<bool>, Error> {
+    let Some(row) = cursor_column(url, tenant, user, conversation, setting.column()).await? else {
+        return Ok(None);
+    };
+    match row.as_slice() {
+        [Value::Int(on)] => Ok(Some(*on != 0)),
+        _ => Err(malformed(setting.column())),
+    }
+}
+
 /// Sets one of a user's settings of a conversation.
 pub async fn set_setting(
     url: &str,
@@ -611,11 +640,7 @@ async fn cursor_column(
 
 /// Upserts one setting; a new row starts with read cursor 0.
 fn setting_statement(store: &Store, setting: Setting) -> String {
-    let column = match setting {
-        Setting::Muted => "muted",
-        Setting::Pinned => "pinned",
-        Setting::MarkedUnread => "marked_unread",
-    };
+    let column = setting.column();
     let flag = match store {
         Store::Mysql(_) => "?".to_string(),
         // The parameter is an int8; the column a smallint.

@@ -1,6 +1,8 @@
 //! Per-conversation settings: mute, pin (first, capped, never trimmed), mark
 //! unread; and that each is in the SQL truth.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::{badge_of, flag, ids, messages, recall, row};
@@ -196,4 +198,69 @@ async fn sent_by_u1(app: &App, store: Option<&MessageStore>, seq: u64) -> serde_
     }
     assert_eq!(app.touch(touch.clone()).await.status, 200, "message {seq}");
     touch
+}
+
+/// Devices of one user set one setting at the same moment, some on and some
+/// off (mute, pin; mark-unread against mark-read), round after round, some
+/// rounds with the user's state unloaded first: what the truth took last is
+/// what Redis answers (the list and the badge) when all are done, and a
+/// reconcile finds nothing to fix. Either call may reach Redis first
+/// whatever order it reached the truth in. With each SQL store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn devices_setting_a_flag_at_once_leave_redis_as_the_truth() {
+    const ROUNDS: usize = 30;
+    const DEVICES: usize = 24;
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = Arc::new(App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await);
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        sent_by_u1(&app, Some(&store), 1).await;
+        let meta = "un:v2:{acme:u2}:meta";
+        for round in 0..ROUNDS {
+            if round % 4 == 3 {
+                // Redis no longer holds the user as loaded: the calls miss,
+                // answer from the truth, and rebuild the user from it.
+                let _: i64 = app.holder(meta).command(&["HDEL", meta, "loaded"]);
+            }
+            // More calls at once than an instance takes (16): the rest go
+            // to another instance, with its own connections, so the two
+            // stores may see them in different orders.
+            let mut calls = tokio::task::JoinSet::new();
+            for device in 0..DEVICES {
+                let (app, on) = (app.clone(), device % 2 == 0);
+                calls.spawn(async move {
+                    match round % 3 {
+                        0 => flag(&app, "u2", "c1", "mute", json!({ "muted": on })).await,
+                        1 => flag(&app, "u2", "c1", "pin", json!({ "pinned": on })).await,
+                        _ if on => flag(&app, "u2", "c1", "mark-unread", json!({})).await,
+                        _ => app.mark_read("acme", "u2", "c1", 1).await,
+                    }
+                });
+            }
+            for answer in calls.join_all().await {
+                assert_eq!(answer.status, 200, "{kind:?} round {round}: {:?}", answer.body);
+            }
+            let key = ("u2".to_string(), "c1".to_string());
+            let (muted, pinned, marked) = store.settings("acme").await[&key];
+            let unread = u64::from(store.cursors("acme").await[&key] == 0);
+            let total = if muted { 0 } else { unread.max(u64::from(marked)) };
+            // A call that could not settle the user's state (it kept moving
+            // under the others) leaves it unloaded: the first read then
+            // answers from SQL and rebuilds, the second from Redis.
+            for read in ["first", "second"] {
+                let page = app.list("acme", "u2", "").await;
+                let listed = row(page.body["conversations"].as_array().unwrap(), "c1");
+                let context = format!("{kind:?} round {round}, {read} read from {}", page.body["source"]);
+                let settings = (&listed["muted"], &listed["pinned"], &listed["marked_unread"], &listed["unread"]);
+                assert_eq!(settings, (&json!(muted), &json!(pinned), &json!(marked), &json!(unread)), "{context}");
+                assert_eq!(page.body["badge"]["total"], json!(total), "{context}");
+                if read == "second" {
+                    assert_eq!(page.body["source"], "redis", "{context}");
+                }
+            }
+        }
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
 }

@@ -19,8 +19,9 @@ pub struct MarkRead<'a> {
 }
 
 impl Script for MarkRead<'_> {
-    /// The read state; `None` when the user left the conversation or it was deleted.
-    type Reply = Loaded<Option<ReadState>>;
+    /// The read state, and whether the read took a mark-unread away; `None`
+    /// when the user left the conversation or it was deleted.
+    type Reply = Loaded<Option<(ReadState, bool)>>;
 
     fn lua() -> &'static Lua {
         lua!("mark_read.lua")
@@ -46,10 +47,13 @@ impl Script for MarkRead<'_> {
             let read_seq = reply.number()?;
             let unread = reply.number()?;
             let mentions = reply.number()?;
+            let unmarked = reply.flag()?;
             let badge = reply.badge()?;
             match status.as_str() {
                 "gone" => Ok(None),
-                "ok" | "kept" | "early" => Ok(Some(ReadState { conversation, read_seq, unread, mentions, badge })),
+                "ok" | "kept" | "early" => {
+                    Ok(Some((ReadState { conversation, read_seq, unread, mentions, badge }, unmarked)))
+                }
                 _ => Err(malformed()),
             }
         })

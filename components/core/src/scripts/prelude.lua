@@ -18,7 +18,8 @@
 --   marks   zset  (lexicographic) <conversation> NUL <kind> <seq, 16 digits>:
 --                 m: a mention, r: a recalled message (p: a preview an earlier
 --                 layout kept here; pruned like the others)
---   meta    hash  v: version, bumped by every change; loaded: built from the SQL
+--   meta    hash  v: version, bumped by every change (with a SQL store, by every
+--                 setting call and mark-read too); loaded: built from the SQL
 --                 store; partial: the truth holds more than Redis kept
 --   groups  hash  large conversation -> how far in its log the user's state
 --                 has caught up (see catch_up; the conversation's keys are
@@ -718,28 +719,30 @@ end
 -- seq stays unread, a mark-unread flag goes. A cursor that comes before the
 -- conversation's first touch is kept for it. Returns the status ('ok':
 -- listed, 'kept', 'early': no touch yet, 'gone': left or deleted), the read
--- cursor, what the conversation counts now, and whether the badge moved.
+-- cursor, what the conversation counts now, whether the badge moved, and
+-- whether it took a mark-unread away.
 local function read_up_to(u, conv, seq, ahead, max_kept)
   local st, where = find(u, conv)
-  if st and has_flag(st, 'x') then return 'gone', 0, NOTHING, false end
+  if st and has_flag(st, 'x') then return 'gone', 0, NOTHING, false, false end
   seq = math.min(seq, (st and st.last or 0) + ahead)
   if not st then
     st = new_state()
     st.read = seq
     keep(u, conv, st, max_kept)
-    return 'early', seq, NOTHING, false
+    return 'early', seq, NOTHING, false, false
   end
   local status = where == 'conv' and 'ok' or 'kept'
   local before = counted(st)
-  if seq <= st.read and not has_flag(st, 'u') then return status, st.read, before, false end
+  local unmarked = has_flag(st, 'u')
+  if seq <= st.read and not unmarked then return status, st.read, before, false, false end
   st.read = math.max(st.read, seq)
   set_flag(st, 'u', false)
   if where == 'kept' then
     keep(u, conv, st, max_kept)
-    return status, st.read, counted(st), false
+    return status, st.read, counted(st), false, unmarked
   end
   local now = save(u, conv, before, st)
-  return status, st.read, now, differs(before, now)
+  return status, st.read, now, differs(before, now), unmarked
 end
 
 -- A message reaches a member -------------------------------------------------

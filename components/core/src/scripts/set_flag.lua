@@ -1,7 +1,7 @@
 -- Mutes, pins or marks unread one of the user's conversations (flag 'm',
 -- 'p' or 'u'). Pinning a conversation that was trimmed lists it again.
--- Reply: a miss ({'miss', version}), {'unknown', version},
--- {'too_many_pins', version}, or {'ok', row..., badge...}.
+-- Reply: a miss ({'miss', version}), {'unknown'}, {'too_many_pins'}, or
+-- {'ok', row..., badge...}.
 local U, A = declare {
   keys = USER_KEYS,
   args = {'user', 'conversation', 'flag', 'on', 'max_pins', 'max_conversations', 'max_kept', 'require_loaded',
@@ -9,16 +9,21 @@ local U, A = declare {
 }
 local wanted = take_logs(A, {U})
 if wanted then return wanted end
+-- With a SQL store this call wrote the truth first: the version moves whatever
+-- it does here (even nothing, or a miss), so any rewrite from a truth read
+-- before that write (a miss's rebuild, a reconcile, a call that found
+-- another overtook it) is refused.
+if A.require_loaded == '1' then bump(U) end
 local conv, flag, on = A.conversation, A.flag, A.on == '1'
 if (beyond_kept(U, A.require_loaded) and not find(U, conv)) or not caught_up(U, A) then
   return {'miss', version(U)}
 end
 local st, where = find(U, conv)
-if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown', version(U)} end
+if not st or has_flag(st, 'x') or st.last == 0 then return {'unknown'} end
 
 if has_flag(st, flag) ~= on then
   if flag == 'p' and on and redis.call('HLEN', U.pinned) >= tonumber(A.max_pins) then
-    return {'too_many_pins', version(U)}
+    return {'too_many_pins'}
   end
   local before = where == 'conv' and counted(st) or NOTHING
   set_flag(st, flag, on)

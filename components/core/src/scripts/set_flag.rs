@@ -22,10 +22,10 @@ pub struct SetFlag<'a> {
 pub enum FlagSet {
     /// The conversation's row and the badge.
     Done(ConversationState),
-    /// The user has no such conversation (the user's state version).
-    Unknown(String),
-    /// Pinning one more would pass `max_pins` (the user's state version).
-    TooManyPins(String),
+    /// The user has no such conversation.
+    Unknown,
+    /// Pinning one more would pass `max_pins`.
+    TooManyPins,
 }
 
 impl SetFlag<'_> {
@@ -64,8 +64,8 @@ impl Script for SetFlag<'_> {
 
     fn decode(&self, reply: &mut Reply) -> Result<Self::Reply, Error> {
         reply.loaded(|reply, status| match status.as_str() {
-            "unknown" => Ok(FlagSet::Unknown(reply.text()?)),
-            "too_many_pins" => Ok(FlagSet::TooManyPins(reply.text()?)),
+            "unknown" => Ok(FlagSet::Unknown),
+            "too_many_pins" => Ok(FlagSet::TooManyPins),
             "ok" => {
                 let conversation = reply.conversation()?;
                 Ok(FlagSet::Done(ConversationState { conversation, badge: reply.badge()? }))
