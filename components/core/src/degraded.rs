@@ -1,6 +1,7 @@
 //! Answers from the SQL store when Redis cannot give them: the user's state
 //! was not loaded (then it is rebuilt from the truth in the same request:
-//! source `sql`), or Redis is unreachable (source `sql-redis-unreachable`, a
+//! source `sql`), or was behind the truth and the caller settled it (source
+//! `sql`), or Redis is unreachable (source `sql-redis-unreachable`, a
 //! degraded answer). They count as Redis would (mute, pins, marks, mentions,
 //! recalls are in the truth too).
 

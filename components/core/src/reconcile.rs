@@ -89,8 +89,10 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 }
 
 /// Makes one user's Redis state the truth's again, after the user's own
-/// call found that another call moved the truth past what it wrote to Redis
-/// and may have reached Redis first: [`check`] (a rewrite guarded by the
+/// call found it behind the truth: another call moved the truth past what
+/// this one wrote to Redis and may have reached Redis first, or Redis
+/// answered a setting without the conversation or with a pin too many where
+/// the truth allowed it. [`check`] (a rewrite guarded by the
 /// state's version, which every setting call and mark-read with a SQL store
 /// moves in its Redis step, after its truth's), or the user unloaded.
 pub async fn settle_user(url: &str, who: &Principal, limits: Limits) -> Result<(), Error> {
