@@ -17,7 +17,7 @@ use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, 
 use crate::config::{self, Limits};
 use crate::scripts::{FlagSet, Loaded, Previews, SetFlag};
 use crate::sql::Permit;
-use crate::{degraded, redis, sql};
+use crate::{degraded, reconcile, redis, sql};
 
 /// Sets `flag` on the user's `conversation`; answers its row and the badge.
 pub async fn set(
@@ -66,7 +66,7 @@ pub async fn set(
     // truth, and is made the truth's (a one-off rebuild that a concurrent
     // call refused would leave it behind).
     if let (Some(url), Ok(Loaded::Ready(FlagSet::Unknown | FlagSet::TooManyPins))) = (&store, &answer) {
-        return match crate::settle(url, &who, limits).await {
+        return match reconcile::settle_user(url, &who, limits).await {
             true => degraded::conversation_state_settled(url, whom, id).await,
             false => degraded::conversation_state(url, whom, id, None).await,
         };

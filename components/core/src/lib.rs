@@ -626,7 +626,7 @@ where
             return Ok(answer);
         }
     }
-    if !settle(url, who, limits).await {
+    if !reconcile::settle_user(url, who, limits).await {
         return Ok(answer);
     }
     from_truth().await.or_else(|error| {
@@ -634,20 +634,6 @@ where
         eprintln!("unread: warning: tenant={}: a settled answer could not be read from SQL: {error:?}", who.tenant);
         Ok(answer)
     })
-}
-
-/// Makes the user's Redis state the truth's again ([`reconcile::settle_user`]);
-/// whether it did. If it did not, whichever store failed, the user's next
-/// read rebuilds from the truth: unloaded now, or marked stale for Redis's
-/// next connection.
-async fn settle(url: &str, who: &Principal, limits: Limits) -> bool {
-    let Err(error) = reconcile::settle_user(url, who, limits).await else {
-        return true;
-    };
-    eprintln!("unread: warning: tenant={}: a user's Redis state could not be settled: {error:?}", who.tenant);
-    reconcile::unload(who).await;
-    let _ = sql::mark_stale(url, &who.tenant, &who.user).await;
-    false
 }
 
 /// A health check's outcome; the reason stays for the operator's log.

@@ -92,18 +92,20 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 /// call found it behind the truth: another call moved the truth past what
 /// this one wrote to Redis and may have reached Redis first, or Redis
 /// answered a setting without the conversation or with a pin too many where
-/// the truth allowed it. [`check`] (a rewrite guarded by the
-/// state's version, which every setting call and mark-read with a SQL store
-/// moves in its Redis step, after its truth's), or the user unloaded.
-pub async fn settle_user(url: &str, who: &Principal, limits: Limits) -> Result<(), Error> {
-    check(url, &who.tenant, std::slice::from_ref(&who.user), limits).await.map(drop)
-}
-
-/// Leaves the user's Redis state unloaded, so that their next call rebuilds
-/// it from the truth; best effort (a caller that cannot reach Redis marks
-/// the user stale in the truth too).
-pub async fn unload(who: &Principal) {
+/// the truth allowed it. [`check`] (a rewrite guarded by the state's
+/// version, which every setting call and mark-read with a SQL store moves in
+/// its Redis step, after its truth's), or the user unloaded; whether it
+/// settled. If it could not, whichever store failed, the user's next read
+/// rebuilds from the truth: unloaded now, or marked stale for Redis's next
+/// connection.
+pub async fn settle_user(url: &str, who: &Principal, limits: Limits) -> bool {
+    let Err(error) = check(url, &who.tenant, std::slice::from_ref(&who.user), limits).await else {
+        return true;
+    };
+    eprintln!("unread: warning: tenant={}: a user's Redis state could not be settled: {error:?}", who.tenant);
     let _ = redis::run(&ForgetLoaded { users: &[(who.tenant.clone(), who.user.clone())] }).await;
+    let _ = sql::mark_stale(url, &who.tenant, &who.user).await;
+    false
 }
 
 /// [`check`]; `for_drift` (a reconcile): a user whose state and truth differ

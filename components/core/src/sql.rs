@@ -84,17 +84,13 @@ pub async fn sent(url: &str, tenant: &str, sender: &str, conversation: &str, seq
         params,
     )
     .await?;
+    let column = Setting::MarkedUnread.column();
     let row = match rows.into_iter().next() {
         Some(row) => row,
         // MySQL answers no rows to an upsert: the row is there now.
-        None => cursor_column(url, tenant, sender, conversation, "marked_unread")
-            .await?
-            .ok_or_else(|| malformed("marked_unread"))?,
+        None => cursor_column(url, tenant, sender, conversation, column).await?.ok_or_else(|| malformed(column))?,
     };
-    match row.as_slice() {
-        [Value::Int(marked)] => Ok(*marked != 0),
-        _ => Err(malformed("marked_unread")),
-    }
+    setting_of(&row, column)
 }
 
 /// Moves many (user, conversation, seq) read cursors forward in one
@@ -247,12 +243,15 @@ pub async fn setting(
     conversation: &str,
     setting: Setting,
 ) -> Result<Option<bool>, Error> {
-    let Some(row) = cursor_column(url, tenant, user, conversation, setting.column()).await? else {
-        return Ok(None);
-    };
-    match row.as_slice() {
-        [Value::Int(on)] => Ok(Some(*on != 0)),
-        _ => Err(malformed(setting.column())),
+    let column = setting.column();
+    cursor_column(url, tenant, user, conversation, column).await?.map(|row| setting_of(&row, column)).transpose()
+}
+
+/// A row that answered one setting's `column`: whether it is on.
+fn setting_of(row: &[Value], column: &str) -> Result<bool, Error> {
+    match row {
+        [Value::Int(on)] => Ok(*on != 0),
+        _ => Err(malformed(column)),
     }
 }
 
