@@ -123,13 +123,22 @@ impl Guest for Core {
             category_in_truth: vouched,
             sender_marked,
         };
+        // Whether Redis took the sender's mark-unread from the truth: read
+        // back right after Redis's step, whatever fails after it (a touch
+        // sent again would leave the mark alone).
+        let mut sender_mark_moved = false;
         let touched = if redis::is_cluster().await? {
-            touch_in_rounds(&mut touch, members).await?
+            touch_in_rounds(&mut touch, members, &mut sender_mark_moved).await
         } else {
             touch.members = members;
-            redis::run(&touch).await?
+            let touched = redis::run(&touch).await;
+            sender_mark_moved = matches!(touched, Ok(Touched::Done { sender_mark_moved: true, .. }));
+            touched
         };
-        match touched {
+        if let (Some(url), Some(marked), true) = (&store, sender_marked, sender_mark_moved) {
+            sender_mark_read_back(url, &message, marked, limits).await;
+        }
+        match touched? {
             Touched::Conflict { user, category } => Err(touched_conflict(user, &category)),
             Touched::Unvouched => Err(script::malformed()),
             Touched::Done { applied, mut unanswered, joiners, .. } => {
@@ -521,6 +530,21 @@ async fn record_in_truth(url: &str, message: &Message) -> Result<Option<bool>, E
     Ok(sender_marked)
 }
 
+/// After a touch changed the sender's mark-unread in Redis to `marked`, the
+/// truth's when the touch recorded the message there: a mark-unread or a
+/// mark-read of the sender's at once may have moved the truth's since and
+/// reached Redis before the touch did. If so, the sender's Redis state is
+/// made the truth's again. It runs whether or not the rest of the touch
+/// succeeds; a failure here is logged (a reconcile finds the drift), not
+/// answered.
+async fn sender_mark_read_back(url: &str, message: &Message, marked: bool, limits: Limits) {
+    let Some(sender) = &message.sender else { return };
+    let who = Principal { tenant: message.tenant.clone(), user: sender.clone() };
+    let held = sql::setting(url, &who.tenant, &who.user, &message.conversation, sql::Setting::MarkedUnread);
+    let _ =
+        unless_overtaken(url, &who, limits, (), async { Ok(held.await? != Some(marked)) }, || async { Ok(()) }).await;
+}
+
 /// Whom a recall reaches with a SQL store. The truth counts a recall for
 /// every member of the conversation, so Redis does too, whoever the call
 /// names; in a large conversation the recall is its log's, and of those
@@ -604,7 +628,9 @@ where
 /// wrote to Redis: another call wrote after it there, and its Redis step may
 /// have come first. If so, the user's Redis state is made the truth's again
 /// and `from_truth` answers. A truth that cannot be read back leaves
-/// `answer` as it is (a reconcile finds a drift).
+/// `answer` as it is (a reconcile finds a drift): settling then would most
+/// often fail too and unload the user, whose every call would then wait for
+/// the SQL store to come back.
 async fn unless_overtaken<T, O, F, Fut>(
     url: &str,
     who: &Principal,
@@ -697,7 +723,14 @@ fn no_sql_store() -> Error {
 /// head's round answered of the log (whose clock moves beside them); when
 /// the head cannot vouch (a new conversation), every part is checked before
 /// the head takes the message.
-async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) -> Result<Touched, Error> {
+///
+/// `sender_mark_moved` is set as soon as a round says it changed the
+/// sender's mark-unread, so that a later round's failure does not hide it.
+async fn touch_in_rounds(
+    touch: &mut Touch<'_>,
+    members: Vec<(String, Role)>,
+    sender_mark_moved: &mut bool,
+) -> Result<Touched, Error> {
     touch.mode = TouchMode::Head;
     touch.members = members.clone();
     let beside = cluster::items_beside_fixed_keys(&*touch);
@@ -720,10 +753,22 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         // moved since the map was read.
         written = touch.members.iter().map(|(user, _)| user.clone()).filter(|user| !deferred.contains(user)).collect();
     }
-    let Touched::Done { applied, large, fresh, logged, noted, head: head_seq, joiners, mut unanswered, .. } = head
+    let Touched::Done {
+        applied,
+        large,
+        fresh,
+        logged,
+        noted,
+        head: head_seq,
+        sender_mark_moved: moved,
+        joiners,
+        mut unanswered,
+        ..
+    } = head
     else {
         return Ok(head);
     };
+    *sender_mark_moved |= moved;
     // A large conversation's clock moves beside the members' round (then
     // its event goes out). A member part that reads the clock before it
     // moved takes the message without the log's entries since its last
@@ -758,6 +803,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         clock.await?;
     } else {
         let (clock, touched) = both(clock, redis::run(&*touch)).await;
+        *sender_mark_moved |= matches!(touched, Ok(Touched::Done { sender_mark_moved: true, .. }));
         clock?;
         match touched? {
             Touched::Done { applied, unanswered: unanswered_by_members, .. } => {
@@ -780,6 +826,7 @@ async fn touch_in_rounds(touch: &mut Touch<'_>, members: Vec<(String, Role)>) ->
         logged,
         noted,
         head: head_seq,
+        sender_mark_moved: *sender_mark_moved,
         unanswered,
         joiners,
         deferred: Vec::new(),

@@ -200,6 +200,28 @@ async fn sent_by_u1(app: &App, store: Option<&MessageStore>, seq: u64) -> serde_
     touch
 }
 
+/// After calls at once, u2's row of c1 (its last message `last`) and the
+/// badge are the truth's. A call that could not settle the user's state (it
+/// kept moving under the others) leaves it unloaded: the first read then
+/// answers from SQL and rebuilds, the second from Redis.
+async fn assert_c1_as_the_truth(app: &App, store: &MessageStore, last: u64, context: &str) {
+    let key = ("u2".to_string(), "c1".to_string());
+    let (muted, pinned, marked) = store.settings("acme").await[&key];
+    let unread = last - store.cursors("acme").await[&key];
+    let total = if muted { 0 } else { unread.max(u64::from(marked)) };
+    for read in ["first", "second"] {
+        let page = app.list("acme", "u2", "").await;
+        let listed = row(page.body["conversations"].as_array().unwrap(), "c1");
+        let context = format!("{context}, {read} read from {}", page.body["source"]);
+        let settings = (&listed["muted"], &listed["pinned"], &listed["marked_unread"], &listed["unread"]);
+        assert_eq!(settings, (&json!(muted), &json!(pinned), &json!(marked), &json!(unread)), "{context}");
+        assert_eq!(page.body["badge"]["total"], json!(total), "{context}");
+        if read == "second" {
+            assert_eq!(page.body["source"], "redis", "{context}");
+        }
+    }
+}
+
 /// Devices of one user set one setting at the same moment, some on and some
 /// off (mute, pin; mark-unread against mark-read), round after round, some
 /// rounds with the user's state unloaded first: what the truth took last is
@@ -240,23 +262,94 @@ async fn devices_setting_a_flag_at_once_leave_redis_as_the_truth() {
             for answer in calls.join_all().await {
                 assert_eq!(answer.status, 200, "{kind:?} round {round}: {:?}", answer.body);
             }
-            let key = ("u2".to_string(), "c1".to_string());
-            let (muted, pinned, marked) = store.settings("acme").await[&key];
-            let unread = u64::from(store.cursors("acme").await[&key] == 0);
-            let total = if muted { 0 } else { unread.max(u64::from(marked)) };
-            // A call that could not settle the user's state (it kept moving
-            // under the others) leaves it unloaded: the first read then
-            // answers from SQL and rebuilds, the second from Redis.
-            for read in ["first", "second"] {
-                let page = app.list("acme", "u2", "").await;
-                let listed = row(page.body["conversations"].as_array().unwrap(), "c1");
-                let context = format!("{kind:?} round {round}, {read} read from {}", page.body["source"]);
-                let settings = (&listed["muted"], &listed["pinned"], &listed["marked_unread"], &listed["unread"]);
-                assert_eq!(settings, (&json!(muted), &json!(pinned), &json!(marked), &json!(unread)), "{context}");
-                assert_eq!(page.body["badge"]["total"], json!(total), "{context}");
-                if read == "second" {
-                    assert_eq!(page.body["source"], "redis", "{context}");
-                }
+            assert_c1_as_the_truth(&app, &store, 1, &format!("{kind:?} round {round}")).await;
+        }
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A user's devices send messages and mark the conversation unread at the
+/// same moment, round after round: a message that moves the sender's read
+/// cursor takes their mark-unread, a mark-unread after it stays, and either
+/// call may reach Redis first whatever order it reached the truth in. What
+/// the truth holds when all are done is what Redis answers (the list and the
+/// badge), and a reconcile finds nothing to fix. With each SQL store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sending_and_marking_unread_at_once_leave_redis_as_the_truth() {
+    const ROUNDS: usize = 30;
+    const CALLS: usize = 24;
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = Arc::new(App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await);
+        store.create_conversation("acme", "c1", "chat", &["u1".to_string(), "u2".to_string()]).await;
+        sent_by_u1(&app, Some(&store), 1).await;
+        let mut last = 1;
+        for round in 0..ROUNDS {
+            // Every other call is a message of u2's, stored first as the app
+            // does; the touches and the marks then go at once, more than an
+            // instance takes (16), so two instances with their own
+            // connections may reach the stores in different orders.
+            let mut touches = Vec::new();
+            for _ in 0..CALLS / 2 {
+                last += 1;
+                let touch = message("acme", "c1", last, 1_000 + last, "u2", &["u1", "u2"]);
+                store.store_message("acme", "c1", last, 1_000 + last, "u2", &touch["preview"].to_string()).await;
+                touches.push(touch);
+            }
+            let mut calls = tokio::task::JoinSet::new();
+            for touch in touches {
+                let (sender, device) = (app.clone(), app.clone());
+                calls.spawn(async move { sender.touch(touch).await });
+                calls.spawn(async move { flag(&device, "u2", "c1", "mark-unread", json!({})).await });
+            }
+            for answer in calls.join_all().await {
+                assert_eq!(answer.status, 200, "{kind:?} round {round}: {:?}", answer.body);
+            }
+            assert_c1_as_the_truth(&app, &store, last, &format!("{kind:?} round {round}")).await;
+        }
+        assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");
+        drop(app);
+        store.drop_database().await;
+    }
+}
+
+/// A message the app stored whose touch has not come yet: the truth has the
+/// conversation and Redis, holding the user, does not. A mute of it is
+/// answered from the truth, and the user's Redis state is made the truth's,
+/// so that the list shows the conversation muted from Redis, before the
+/// touch and after it. With each SQL store.
+#[tokio::test]
+async fn a_setting_of_a_conversation_redis_has_not_heard_of_yet_comes_from_the_truth() {
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let app = App::with(Setup { sql_url: Some(store.url.clone()), ..Setup::default() }).await;
+        let members = ["u1".to_string(), "u2".to_string()];
+        store.create_conversation("acme", "c1", "chat", &members).await;
+        sent_by_u1(&app, Some(&store), 1).await;
+        store.create_conversation("acme", "c2", "chat", &members).await;
+        let touch = message("acme", "c2", 1, 2_000, "u1", &["u1", "u2"]);
+        store.store_message("acme", "c2", 1, 2_000, "u1", &touch["preview"].to_string()).await;
+        assert_eq!(app.list("acme", "u2", "").await.body["source"], "redis", "{kind:?}: u2 is loaded");
+
+        let muted = flag(&app, "u2", "c2", "mute", json!({"muted": true})).await;
+        assert_eq!(muted.status, 200, "{kind:?}: {:?}", muted.body);
+        assert_eq!(muted.body["source"], "sql", "{kind:?}: {:?}", muted.body);
+        assert_eq!(
+            (&muted.body["conversation"]["muted"], &muted.body["conversation"]["unread"]),
+            (&json!(true), &json!(1)),
+            "{kind:?}"
+        );
+        for when in ["before the touch", "after the touch"] {
+            let page = app.list("acme", "u2", "").await;
+            assert_eq!(page.body["source"], "redis", "{kind:?} {when}");
+            let listed = row(page.body["conversations"].as_array().unwrap(), "c2");
+            assert_eq!((&listed["muted"], &listed["unread"]), (&json!(true), &json!(1)), "{kind:?} {when}");
+            assert_eq!(page.body["badge"]["total"], json!(1), "{kind:?} {when}: c1 alone");
+            assert_eq!(page.body["badge"]["muted"], json!(1), "{kind:?} {when}");
+            if when == "before the touch" {
+                assert_eq!(app.touch(touch.clone()).await.status, 200, "{kind:?}");
             }
         }
         assert_eq!(app.reconcile_all("acme").await["drifted"], 0, "{kind:?}");

@@ -757,13 +757,15 @@ end
 -- to the head's (raise_score). Idempotent and order-free: an older
 -- message never moves the conversation but still brings its mention if it
 -- is unread; a left or deleted conversation stays gone. Returns whether the
--- state changed, whether its numbers moved, and what it counts now.
+-- state changed, whether its numbers moved, what it counts now, and whether
+-- the sender's mark-unread changed.
 local function reach(m, conv, st, where, msg, max_conversations, max_kept)
   if st and has_flag(st, 'x') then return false, false end
   local seq, category = msg.seq, msg.category
   local before = where == 'conv' and counted(st) or NOTHING
   st = st or new_state(category)
   local changed, newer = where == nil, seq > st.last
+  local marked_moved = false
   if st.category ~= category then
     -- Another category only after the head vouched for this one (a state
     -- from before the head, on a cluster): the old category gives up what
@@ -795,7 +797,7 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
     end
     if marked ~= nil and has_flag(st, 'u') ~= marked then
       set_flag(st, 'u', marked)
-      changed = true
+      changed, marked_moved = true, true
     end
   end
   for _, s in ipairs(msg.recalled or {}) do
@@ -813,7 +815,7 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
   if where == 'kept' and not newer then
     -- A late message of a conversation that is not listed leaves it there.
     keep(m, conv, st, max_kept)
-    return true, false
+    return true, false, nil, marked_moved
   end
   if where ~= 'conv' then
     enlist(m, conv, st, msg.score)
@@ -823,7 +825,7 @@ local function reach(m, conv, st, where, msg, max_conversations, max_kept)
   local now = save(m, conv, before, st)
   -- Only a conversation newly listed can push another one out.
   local trimmed = where ~= 'conv' and trim(m, max_conversations, max_kept)
-  return true, differs(before, now) or trimmed, now
+  return true, differs(before, now) or trimmed, now, marked_moved
 end
 
 -- Large conversations (read diffusion) ---------------------------------------

@@ -39,9 +39,11 @@
 -- rebuild moved it before and left it to this touch to announce, so the
 -- conversation's event goes out; from the head), noted (1: on Redis
 -- Cluster, by the rebuild's note, which the caller forgets once the event
--- is out), the head's seq ('' in a
--- members part: on Redis Cluster an event for a clock that was behind its
--- log is the head's message, the one that left it behind), n, n
+-- is out), the head's seq ('' in a members part: on Redis Cluster an
+-- event for a clock that was behind its log is the head's message, the one
+-- that left it behind), sender_mark_moved (1: with a SQL store, the
+-- sender's mark-unread changed here to `sender_marked`; the caller reads it
+-- back, as a call at once may have moved the truth's since), n, n
 -- unanswerable users,
 -- j, j users who joined lately (record_joiners: every message of the large
 -- conversation hands them to the caller until it forgets them), d, d users
@@ -67,13 +69,14 @@ end
 -- The 'ok' reply (see above); `deferred`: the members a 'head' call left
 -- to the members' round, unwritten.
 local head_seq -- the head's seq once the message went to it
+local sender_mark_moved = false -- the sender's mark-unread changed
 local function answer(applied, counter, fresh, logged, noted, unanswered, joiners, deferred)
   if not head_seq then
     local head = K and get_head(K.head)
     head_seq = head and head.seq
   end
   local out = {'ok', applied, counter and int(counter) or '', fresh and 1 or 0, logged and 1 or 0,
-               noted and 1 or 0, head_seq and int(head_seq) or ''}
+               noted and 1 or 0, head_seq and int(head_seq) or '', sender_mark_moved and 1 or 0}
   for _, users in ipairs({unanswered, joiners, deferred}) do
     out[#out + 1] = #users
     for _, user in ipairs(users) do out[#out + 1] = user end
@@ -253,8 +256,9 @@ local function write_member(m, st, where, large)
   local waits = b and only_messages(b.log, b.applied)
   msg.role, msg.recalled, msg.all, msg.score_waits = m.role, {}, {}, waits
   if b then add_logged(msg, b.log, b.applied) end
-  local changed, moved, now = reach(m, conv, st, where, msg, max_conversations, max_kept)
+  local changed, moved, now, mark_moved = reach(m, conv, st, where, msg, max_conversations, max_kept)
   if changed then applied = 1 end
+  if mark_moved and msg.sender_marked ~= nil then sender_mark_moved = true end
   if b then
     if not waits then
       -- The record moves on: a score an earlier message left waits no more.

@@ -112,6 +112,10 @@ pub enum Touched {
         /// The seq of the conversation's head after the call (none from a
         /// members part, which has no head).
         head: Option<u64>,
+        /// With a SQL store, the sender's mark-unread changed in Redis to
+        /// the truth's (`sender_marked`), which a call at once may have
+        /// moved since: the caller reads it back.
+        sender_mark_moved: bool,
         unanswered: Vec<String>,
         joiners: Vec<String>,
         deferred: Vec<String>,
@@ -189,10 +193,22 @@ impl Script for Touch<'_> {
                 let logged = reply.flag()?;
                 let noted = reply.flag()?;
                 let head = reply.optional_number()?;
+                let sender_mark_moved = reply.flag()?;
                 let unanswered = reply.texts()?;
                 let joiners = reply.texts()?;
                 let deferred = reply.texts()?;
-                Ok(Touched::Done { applied, large, fresh, logged, noted, head, unanswered, joiners, deferred })
+                Ok(Touched::Done {
+                    applied,
+                    large,
+                    fresh,
+                    logged,
+                    noted,
+                    head,
+                    sender_mark_moved,
+                    unanswered,
+                    joiners,
+                    deferred,
+                })
             }
             "conflict" => {
                 let user = Some(reply.text()?).filter(|user| !user.is_empty());
@@ -204,8 +220,8 @@ impl Script for Touch<'_> {
     }
 
     fn merge(&self, parts: Vec<PartReply>) -> Result<Touched, Error> {
-        let (mut applied, mut large, mut fresh, mut logged, mut noted, mut head) =
-            (false, None, false, false, false, None);
+        let (mut applied, mut large, mut fresh, mut logged, mut noted, mut head, mut sender_mark_moved) =
+            (false, None, false, false, false, None, false);
         let (mut unanswered, mut joiners, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
         for part in decode_parts(self, parts)? {
             match part {
@@ -217,6 +233,7 @@ impl Script for Touch<'_> {
                     logged: g,
                     noted: n,
                     head: h,
+                    sender_mark_moved: s,
                     unanswered: u,
                     joiners: j,
                     deferred: d,
@@ -227,12 +244,24 @@ impl Script for Touch<'_> {
                     logged |= g;
                     noted |= n;
                     head = head.or(h);
+                    sender_mark_moved |= s;
                     unanswered.extend(u);
                     joiners.extend(j);
                     deferred.extend(d);
                 }
             }
         }
-        Ok(Touched::Done { applied, large, fresh, logged, noted, head, unanswered, joiners, deferred })
+        Ok(Touched::Done {
+            applied,
+            large,
+            fresh,
+            logged,
+            noted,
+            head,
+            sender_mark_moved,
+            unanswered,
+            joiners,
+            deferred,
+        })
     }
 }
