@@ -700,3 +700,64 @@ async fn a_join_skips_a_member_the_app_has_not_added_yet() {
         store.drop_database().await;
     }
 }
+
+/// A user in more conversations than Redis keeps pins an older one while
+/// messages of another of theirs come in. Redis cannot answer the pin (it
+/// no longer holds that conversation): the truth answers, and the user's
+/// Redis state must take the pin even when a message moved it meanwhile (a
+/// rewrite guarded by the state's version is refused then). Redis lists the
+/// pinned conversation first, with the badge, as the truth does: a
+/// reconcile after each round finds nothing to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pin_beyond_what_redis_kept_reaches_redis_while_messages_come() {
+    const ROUNDS: u64 = 12;
+    const MESSAGES: u64 = 16;
+    for kind in KINDS {
+        let store = MessageStore::create(kind).await;
+        let variables = vec![("max_kept", "1".to_string())];
+        let setup = Setup { sql_url: Some(store.url.clone()), max_conversations: 2, variables, ..Setup::default() };
+        let app = std::sync::Arc::new(App::with(setup).await);
+        let olds: Vec<String> = (0..ROUNDS).map(|round| format!("old{round}")).collect();
+        for (n, id) in (0..).zip(&olds) {
+            conversation(&store, id, "chat", &["u", "x"]).await;
+            send_at(&app, &store, id, 1, 1_000 + n, "x", &["u", "x"]).await;
+        }
+        for (id, ts) in [("b", 2_000), ("c", 3_000)] {
+            conversation(&store, id, "chat", &["u", "x"]).await;
+            send_at(&app, &store, id, 1, ts, "x", &["u", "x"]).await;
+        }
+        let mut seq = 1;
+        for (round, old) in olds.iter().enumerate() {
+            // The messages are stored first, as the app does; their touches
+            // then go with the pin, each moving the user's state.
+            let mut touches = Vec::new();
+            for _ in 0..MESSAGES {
+                seq += 1;
+                let touch = message("acme", "c", seq, 3_000 + seq, "x", &["u", "x"]);
+                store.store_message("acme", "c", seq, 3_000 + seq, "x", &touch["preview"].to_string()).await;
+                touches.push(touch);
+            }
+            let mut calls = tokio::task::JoinSet::new();
+            let (pinner, pinned) = (app.clone(), old.clone());
+            calls.spawn(async move { pinner.flag("acme", "u", &pinned, "pin", json!({"pinned": true})).await });
+            for touch in touches {
+                let app = app.clone();
+                calls.spawn(async move { app.touch(touch).await });
+            }
+            for answer in calls.join_all().await {
+                assert_eq!(answer.status, 200, "{kind:?} round {round}: {:?}", answer.body);
+            }
+            let report = app.reconcile(json!({"tenant": "acme", "users": ["u"]})).await.body;
+            assert_eq!(report["drifted"], 0, "{kind:?} round {round}: {report}");
+            let list = app.list("acme", "u", "").await.body;
+            assert_eq!(list["source"], "redis", "{kind:?} round {round}");
+            let rows = list["conversations"].as_array().unwrap();
+            assert_eq!((&rows[0]["id"], &rows[0]["pinned"]), (&json!(old), &json!(true)), "{kind:?} round {round}");
+            // Unpinned, it goes back beyond what Redis keeps.
+            let unpinned = app.flag("acme", "u", old, "pin", json!({"pinned": false})).await;
+            assert_eq!(unpinned.status, 200, "{kind:?} round {round}: {:?}", unpinned.body);
+        }
+        drop(app);
+        store.drop_database().await;
+    }
+}

@@ -3,15 +3,15 @@
 //! With a SQL store the truth decides first — the user must be a member, and
 //! a pin must stay within `max_pins` — then the setting is written there
 //! (it survives a Redis restart) and then to Redis. Where Redis cannot
-//! answer for it (the user not loaded, the conversation not there yet, or
-//! Redis down or out of step), the answer comes from the truth, and the
-//! user's Redis state is rebuilt from it (settled as a reconcile does, when
-//! Redis held the user and is behind the truth). Two calls for one setting
-//! at once (two devices) may reach Redis in the other order than the truth:
-//! one that Redis answered reads the setting back from the truth after its
-//! Redis step, and one that finds it overtaken makes the user's Redis state
-//! the truth's; one that Redis missed answers from the truth, whose rewrite
-//! of Redis is refused if any call's Redis step came in between.
+//! answer for it (the user not loaded, the conversation not there yet or
+//! beyond what Redis keeps, or Redis out of step), the user's Redis state
+//! is settled with the truth as a reconcile does (a rewrite guarded by its
+//! version, retried while other calls move it) and the truth answers; with
+//! Redis down, the truth answers alone. Two calls for one setting at once
+//! (two devices) may reach Redis in the other order than the truth: one
+//! that Redis answered reads the setting back from the truth after its
+//! Redis step, and one that finds it overtaken settles the user the same
+//! way.
 
 use crate::bindings::unread::core::types::{ConversationFlag, ConversationState, Error, Principal};
 use crate::config::{self, Limits};
@@ -61,11 +61,14 @@ pub async fn set(
         other => other,
     };
     let (whom, id) = (&who, conversation.as_str());
-    // The truth allowed it, and Redis answered without the conversation or
-    // with a pin too many: the user's Redis state, loaded, is behind the
-    // truth, and is made the truth's (a one-off rebuild that a concurrent
-    // call refused would leave it behind).
-    if let (Some(url), Ok(Loaded::Ready(FlagSet::Unknown | FlagSet::TooManyPins))) = (&store, &answer) {
+    // The truth allowed it, and Redis could not take it: it answered
+    // without the conversation or with a pin too many (the user's state,
+    // loaded, is behind the truth), or missed (the user not loaded, or the
+    // conversation beyond what Redis kept, which a pin lists again). The
+    // user's Redis state is made the truth's: a one-off rebuild that a
+    // concurrent call refused would leave a loaded state without the pin.
+    let took_nothing = matches!(answer, Ok(Loaded::Ready(FlagSet::Unknown | FlagSet::TooManyPins) | Loaded::Miss(_)));
+    if let (Some(url), true) = (&store, took_nothing) {
         return match reconcile::settle_user(url, &who, limits).await {
             true => degraded::conversation_state_settled(url, whom, id).await,
             false => degraded::conversation_state(url, whom, id, None).await,
