@@ -76,7 +76,8 @@ pub async fn set(
     }
     let answer = answer.and_then(|loaded| match loaded {
         Loaded::Ready(FlagSet::Done(state)) => Ok(Loaded::Ready(state)),
-        Loaded::Miss(version) => Ok(Loaded::Miss(version)),
+        // Settled above with a SQL store; none without one.
+        Loaded::Miss(_) => Err(crate::script::malformed()),
         Loaded::Ready(FlagSet::Unknown) => Err(crate::unknown_conversation(&conversation)),
         Loaded::Ready(FlagSet::TooManyPins) => Err(Error::TooManyPins(max_pins)),
     });

@@ -92,7 +92,8 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 /// call found it behind the truth: another call moved the truth past what
 /// this one wrote to Redis and may have reached Redis first, or Redis
 /// answered a setting without the conversation or with a pin too many where
-/// the truth allowed it. [`check`] (a rewrite guarded by the state's
+/// the truth allowed it, or missed it (the user not loaded, or the
+/// conversation beyond what Redis keeps). [`check`] (a rewrite guarded by the state's
 /// version, which every setting call and mark-read with a SQL store moves in
 /// its Redis step, after its truth's), or the user unloaded; whether it
 /// settled. If it could not, whichever store failed, the user's next read
@@ -152,12 +153,14 @@ const HEADS_CHUNK: usize = 500;
 /// Who read the truth a rebuild writes, which decides how it treats users.
 #[derive(Clone, Copy)]
 pub enum Reader {
-    /// The user's own call, answered a miss: loaded even with an empty truth
+    /// The user's own list, badge or mark-read, which Redis missed: loaded
+    /// even with an empty truth
     /// ([`Rebuild::load_empty`]), from the one read it made
     /// ([`Rebuild::settle`]).
     TheUser,
-    /// A call that named other users (a touch, a leave): it rewrites what
-    /// differs now.
+    /// A call that named other users (a touch, a leave), or a setting call
+    /// settling its own user ([`settle_user`]): it rewrites what differs
+    /// now.
     Caller,
     /// A reconcile, on attempt `last` or an earlier one of its reads of
     /// the truth: before the last, what may be a change on its way waits.
