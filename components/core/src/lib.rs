@@ -753,22 +753,11 @@ async fn touch_in_rounds(
         // moved since the map was read.
         written = touch.members.iter().map(|(user, _)| user.clone()).filter(|user| !deferred.contains(user)).collect();
     }
-    let Touched::Done {
-        applied,
-        large,
-        fresh,
-        logged,
-        noted,
-        head: head_seq,
-        sender_mark_moved: moved,
-        joiners,
-        mut unanswered,
-        ..
-    } = head
+    *sender_mark_moved |= matches!(head, Touched::Done { sender_mark_moved: true, .. });
+    let Touched::Done { applied, large, fresh, logged, noted, head: head_seq, joiners, mut unanswered, .. } = head
     else {
         return Ok(head);
     };
-    *sender_mark_moved |= moved;
     // A large conversation's clock moves beside the members' round (then
     // its event goes out). A member part that reads the clock before it
     // moved takes the message without the log's entries since its last

@@ -93,10 +93,10 @@ pub async fn check(url: &str, tenant: &str, users: &[String], limits: Limits) ->
 /// this one wrote to Redis and may have reached Redis first, or Redis
 /// answered a setting without the conversation or with a pin too many where
 /// the truth allowed it, or missed it (the user not loaded, or the
-/// conversation beyond what Redis keeps). [`check`] (a rewrite guarded by the state's
-/// version, which every setting call and mark-read with a SQL store moves in
-/// its Redis step, after its truth's), or the user unloaded; whether it
-/// settled. If it could not, whichever store failed, the user's next read
+/// conversation beyond what Redis keeps). [`check`] (a rewrite guarded by
+/// the state's version, which every setting call and mark-read with a SQL
+/// store moves in its Redis step, after its truth's), or the user unloaded;
+/// whether it settled. If it could not, whichever store failed, the user's next read
 /// rebuilds from the truth: unloaded now, or marked stale for Redis's next
 /// connection.
 pub async fn settle_user(url: &str, who: &Principal, limits: Limits) -> bool {
@@ -154,9 +154,8 @@ const HEADS_CHUNK: usize = 500;
 #[derive(Clone, Copy)]
 pub enum Reader {
     /// The user's own list, badge or mark-read, which Redis missed: loaded
-    /// even with an empty truth
-    /// ([`Rebuild::load_empty`]), from the one read it made
-    /// ([`Rebuild::settle`]).
+    /// even with an empty truth ([`Rebuild::load_empty`]), from the one read
+    /// it made ([`Rebuild::settle`]).
     TheUser,
     /// A call that named other users (a touch, a leave), or a setting call
     /// settling its own user ([`settle_user`]): it rewrites what differs
